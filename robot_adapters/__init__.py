@@ -1,0 +1,1 @@
+"""Robot adapter nodes (drone, arm, simulated fleet) and the protocol simulators used in tests."""

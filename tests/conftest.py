@@ -1,0 +1,45 @@
+"""Shared pytest fixtures.
+
+ROS tests run inside the project environment (`scripts/run python -m pytest`, which `make test`
+uses). Each test session gets its own ROS domain id so parallel runs on one machine do not see
+each other's topics; DDS discovery stays on loopback (scripts/env.sh).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
+
+
+def _ros_available() -> bool:
+    try:
+        import rclpy  # noqa: F401
+        import timely_fleet.msg  # noqa: F401
+    except ImportError:
+        return False
+    return bool(os.environ.get("TIMELY_FLEET_ENV") or os.environ.get("ROS_DISTRO"))
+
+
+ROS_AVAILABLE = _ros_available()
+
+
+@pytest.fixture
+def ros_context():
+    """A fresh rclpy context for one test, shut down afterwards (nodes must use context=...)."""
+    if not ROS_AVAILABLE:
+        pytest.fail(
+            "ROS 2 environment missing: run the tests with `make test` or `scripts/run python -m pytest`"
+        )
+    import rclpy
+    from rclpy.context import Context
+
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        yield ctx
+    finally:
+        rclpy.try_shutdown(context=ctx)

@@ -1,0 +1,120 @@
+"""The package's own generated interfaces work over real rclpy (action + topic round trips)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+def _spin_until(executor, predicate, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        executor.spin_once(timeout_sec=0.05)
+    return predicate()
+
+
+def test_plan_task_action_roundtrip_with_feedback_and_result(ros_context):
+    from rclpy.action import ActionClient, ActionServer
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.node import Node
+    from timely_fleet.action import PlanTask
+    from timely_fleet.msg import SegmentReport, Skill
+
+    server_node = Node("plan_server", context=ros_context)
+    client_node = Node("plan_client", context=ros_context)
+    seen_goals = []
+
+    def execute(goal_handle):
+        goal = goal_handle.request
+        seen_goals.append(goal)
+        reports = []
+        for i, text in enumerate(["tc,90;", "mf,100;"]):
+            fb = PlanTask.Feedback(index=i, text=text, queue_s=0.01 * i, generation_s=0.02, final=i == 1)
+            fb.skills = [Skill(name="turn_cw" if i == 0 else "move_forward",
+                               arg_names=["degrees" if i == 0 else "distance"],
+                               arg_values=["90" if i == 0 else "100"])]
+            goal_handle.publish_feedback(fb)
+            reports.append(SegmentReport(index=i, text=text, skills=fb.skills, dispatch_s=0.1 * (i + 1)))
+            time.sleep(0.05)
+        goal_handle.succeed()
+        return PlanTask.Result(
+            status=PlanTask.Result.STATUS_SUCCEEDED,
+            message="ok",
+            plan_text="tc,90;mf,100;",
+            segments=reports,
+            response_time_s=0.15,
+            robot_waiting_s=0.2,
+            time_utility=goal.beta,
+        )
+
+    server = ActionServer(server_node, PlanTask, "plan_task_test", execute)
+    client = ActionClient(client_node, PlanTask, "plan_task_test")
+    executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
+    executor.add_node(server_node)
+    executor.add_node(client_node)
+    try:
+        assert _spin_until(executor, lambda: client.server_is_ready())
+        feedback = []
+        goal = PlanTask.Goal(robot_id="tello_1", robot_kind="drone", task_type="find_cat",
+                             instruction="look for the cat", ert_s=0.2, alpha=-6.67, beta=2.0,
+                             skill_set="tello_minispec", max_tokens=64)
+        send_future = client.send_goal_async(goal, feedback_callback=lambda m: feedback.append(m.feedback))
+        assert _spin_until(executor, send_future.done)
+        handle = send_future.result()
+        assert handle.accepted
+        result_future = handle.get_result_async()
+        assert _spin_until(executor, result_future.done)
+        result = result_future.result().result
+    finally:
+        executor.shutdown()
+        server.destroy()
+        client.destroy()
+
+    assert seen_goals[0].robot_id == "tello_1" and seen_goals[0].alpha == pytest.approx(-6.67)
+    assert [f.index for f in feedback] == [0, 1]
+    assert feedback[1].final and not feedback[0].final
+    assert feedback[0].skills[0].name == "turn_cw" and feedback[0].skills[0].arg_values == ["90"]
+    assert result.status == PlanTask.Result.STATUS_SUCCEEDED
+    assert result.plan_text == "tc,90;mf,100;"
+    assert [s.text for s in result.segments] == ["tc,90;", "mf,100;"]
+    assert result.segments[1].dispatch_s == pytest.approx(0.2)
+    assert result.time_utility == pytest.approx(2.0)
+
+
+def test_robot_status_roundtrip_on_topic(ros_context):
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from timely_fleet.msg import RobotStatus
+
+    node = Node("status_rt", context=ros_context)
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    received: list[RobotStatus] = []
+    node.create_subscription(RobotStatus, "robot_status_test", received.append, qos)
+    pub = node.create_publisher(RobotStatus, "robot_status_test", qos)
+    executor = SingleThreadedExecutor(context=ros_context)
+    executor.add_node(node)
+    msg = RobotStatus(robot_id="arm_3", goal_id="g1", sequence=2, state=RobotStatus.STATE_FAILED,
+                      current_skill="pick", progress=0.5, elapsed_s=1.25, predicted_remaining_s=0.75,
+                      skill_names=["move_to", "pick"], skill_durations_s=[0.8, 0.45],
+                      error="gripper did not close")
+    try:
+        deadline = time.monotonic() + 10
+        while not received and time.monotonic() < deadline:
+            pub.publish(msg)  # repeat until discovery has matched the pair
+            executor.spin_once(timeout_sec=0.1)
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+    assert received, "RobotStatus never arrived"
+    got = received[0]
+    assert (got.robot_id, got.goal_id, got.sequence, got.state) == ("arm_3", "g1", 2, RobotStatus.STATE_FAILED)
+    assert list(got.skill_names) == ["move_to", "pick"]
+    assert list(got.skill_durations_s) == pytest.approx([0.8, 0.45])
+    assert got.error == "gripper did not close"
+    assert RobotStatus.STATE_DONE == 3

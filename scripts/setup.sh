@@ -110,10 +110,10 @@ ros_site="$ROOT/ros2_ws/install/timely_fleet/lib/python3.11/site-packages"
 # Appended after the editable source tree, so `import timely_fleet` (generated messages) works
 # while llm_planner_node / robot_adapters always come from the source tree.
 echo "$ros_site" > "$site/zz_timely_fleet_interfaces.pth"
-proj_hash="$(hash_of pyproject.toml)"
+proj_hash="$(hash_of pyproject.toml scripts/setup.sh)"
 if ! stamp_ok project "$proj_hash" || [ ! -x "$VENV/bin/timely-fleet" ]; then
   say "installing the timely-fleet command (editable)"
-  pip_install --no-deps --no-build-isolation -e "$ROOT"
+  pip_install --no-deps --no-build-isolation --config-settings editable_mode=compat -e "$ROOT"
   stamp_set project "$proj_hash"
 fi
 

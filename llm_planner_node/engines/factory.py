@@ -1,0 +1,77 @@
+"""Build the node's engine from its parameters: vLLM, or the simulated engine in real time.
+
+The simulated engine (``engine.kind: sim``) lets the node run without a model: a goal's plan is
+the LRTrace plan of the trace its instruction names (or the first trace of the robot's kind),
+and iterations take the calibrated time of the simulated GPU, in wall-clock time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ..core.clock import Clock
+from ..core.engine_api import Engine, EngineEvent
+from ..params import EngineParams
+from .sim_engine import SimEngine, SimEngineConfig
+
+
+class RealtimeSimEngine(SimEngine):
+    """The simulated engine driven by a wall clock: ``step`` runs one iteration in real time."""
+
+    def __init__(self, clock: Clock, config: SimEngineConfig = SimEngineConfig(),
+                 idle_wait_s: float = 0.005) -> None:
+        super().__init__(clock, config)
+        self.idle_wait_s = idle_wait_s
+
+    def step(self) -> list[EngineEvent]:
+        self.start_iteration()
+        end = self.in_flight_end()
+        if end is None:
+            time.sleep(self.idle_wait_s)
+            return []
+        delay = end - self.clock.now()
+        if delay > 0:
+            time.sleep(min(delay, 0.05))
+        return super().step()
+
+
+def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str) -> object:
+    """The simulated plan for a goal: the trace whose description the instruction mentions."""
+    from ..sim.traces import TRACES
+
+    text = instruction.lower()
+    kind = "drone" if robot_kind == "sim" else robot_kind
+    candidates = [t for t in TRACES.values() if t.robot_kind == kind]
+    if not candidates:
+        raise ValueError(f"the simulated engine has no plans for robot kind '{robot_kind}'")
+    for t in candidates:
+        if t.description.lower() in text or text in t.description.lower():
+            return t.prompt
+    return candidates[0].prompt
+
+
+def engine_factory(params: EngineParams, clock: Clock) -> Callable[[], Engine]:
+    """A function that (re)creates the configured engine; the node calls it again after a crash."""
+    if params.kind == "sim":
+        return lambda: RealtimeSimEngine(clock)
+    if params.kind == "vllm":
+        def make() -> Engine:
+            from .vllm_engine import VllmEngine
+
+            return VllmEngine(params, clock)
+        return make
+    raise ValueError(f"unknown engine kind {params.kind!r} (vllm or sim)")
+
+
+def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str) -> object:
+    """The planner model's prompt for a goal (skill set + guidance + examples + task)."""
+    from ..core.skills import DEFAULT_SKILL_SETS
+    from ..planner_model.prompt import build_prompt
+
+    return build_prompt(instruction, robot_kind, DEFAULT_SKILL_SETS[skill_set_id])
+
+
+def prompt_builder_for(params: EngineParams) -> Callable[[str, str, str], object]:
+    """How the node turns a goal into the engine's prompt."""
+    return sim_prompt_builder if params.kind == "sim" else vllm_prompt_builder

@@ -1,0 +1,124 @@
+"""The engine interface: what the scheduling core needs from an inference engine.
+
+One scheduling core (:class:`~llm_planner_node.core.planner.Planner`) drives every engine. The
+engine runs its own continuous batching over the generations the core has admitted; the core
+decides, at each engine step boundary, which generations to add, resume, suspend or abort.
+
+Contract (both the live vLLM backend and ``engines/sim_engine.py`` implement it):
+
+- ``add(spec)``: start a new generation from ``spec.prompt`` (prefill; the engine may serve the
+  shared skill-set prefix from its prefix cache).
+- ``resume(gen_id)``: continue a suspended generation from the token ids it kept (prompt ids +
+  generated ids; no re-tokenisation). Live vLLM: ``TokensPrompt(prompt_ids + generated_ids)``
+  with prefix caching, reporting ``num_cached_tokens``.
+- ``suspend(gen_id)``: stop decoding and keep the token ids (live vLLM: ``abort`` and keep
+  ``output.token_ids``). Used for preemption; segment-boundary suspensions happen inside the
+  engine (see below) so no token past the boundary is generated.
+- ``abort(gen_id)``: drop the generation and everything it kept (cancel/failure).
+- ``step()``: return the events produced since the previous call, in time order. The simulated
+  engine completes one iteration per call; the live engine (AsyncLLM in its own event-loop
+  thread) drains what its stream produced.
+- ``free_kv_tokens()``: KV-cache tokens available for new reservations (live: free blocks x
+  block size); ``kv_capacity_tokens()``: the total, so a goal that can never fit is rejected.
+  The core admits a generation only if its worst case ``prompt tokens + max_tokens`` fits in
+  ``free_kv_tokens()`` (summed over the generations admitted in one decision).
+  ``count_prompt_tokens(prompt)``: prompt length in tokens.
+- ``abort``, ``suspend`` and ``resume`` of an id the engine no longer runs are no-ops (events
+  and commands cross in the live engine).
+
+Segments: the engine detects segment boundaries (a segmenter at the edge for the live engine,
+the trace's segment token counts in the simulator) and reports each as a :class:`SegmentEvent`
+carrying the segment's text, validated skill calls and token ids. If the generation was added
+with ``suspend_at_segments=True`` and the plan is not finished, the engine suspends it at the
+boundary by itself and says so (``suspended=True``); it is resumed only by ``resume``. When a
+plan ends (end of sequence, plan terminator, max tokens) the engine reports its last segment
+(if any text remains) and then :class:`FinishedEvent`. What a boundary means for dispatch is the
+core's business (policy flags), not the engine's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, Union
+
+from .skills import SkillCall
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    """Everything an engine needs to start one generation."""
+
+    gen_id: int
+    prompt: object
+    max_tokens: int
+    robot_kind: str
+    skill_set_id: str | None
+    suspend_at_segments: bool
+
+
+@dataclass(frozen=True)
+class TokensEvent:
+    """``count`` new tokens of ``gen_id``; ``t`` is the time of the last one.
+
+    ``cached_prompt_tokens`` is set on the first tokens after an add/resume: how many context
+    tokens the prefix cache served (vLLM ``num_cached_tokens``), else None.
+    """
+
+    gen_id: int
+    t: float
+    count: int
+    cached_prompt_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class SegmentEvent:
+    """Segment ``index`` of ``gen_id`` is complete; ``suspended`` if the engine suspended it."""
+
+    gen_id: int
+    t: float
+    index: int
+    text: str
+    calls: tuple[SkillCall, ...]
+    token_ids: tuple[int, ...]
+    suspended: bool
+
+
+@dataclass(frozen=True)
+class FinishedEvent:
+    """Generation ended; ``reason`` is ``"eos"`` (plan complete) or ``"max_tokens"``."""
+
+    gen_id: int
+    t: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class FailedEvent:
+    """Generation failed inside the engine (error text for the goal's result)."""
+
+    gen_id: int
+    t: float
+    error: str
+
+
+EngineEvent = Union[TokensEvent, SegmentEvent, FinishedEvent, FailedEvent]
+
+
+class Engine(Protocol):
+    """An inference engine driven by the scheduling core (see the module docstring)."""
+
+    def count_prompt_tokens(self, prompt: object) -> int: ...
+
+    def free_kv_tokens(self) -> int: ...
+
+    def kv_capacity_tokens(self) -> int: ...
+
+    def add(self, spec: GenerationSpec) -> None: ...
+
+    def resume(self, gen_id: int) -> None: ...
+
+    def suspend(self, gen_id: int) -> None: ...
+
+    def abort(self, gen_id: int) -> None: ...
+
+    def step(self) -> Sequence[EngineEvent]: ...

@@ -1,0 +1,277 @@
+"""The planner runtime: owns requests, the queue, the policy and the engine.
+
+This is what the ROS node wraps (and what the simulator drives):
+
+- :meth:`Planner.submit` a :class:`~.task_model.Goal` -> request id (raises ValueError for a
+  goal that can never run, e.g. larger than the engine's KV capacity);
+- :meth:`Planner.cancel` a request;
+- :meth:`Planner.on_robot_status` for ``/robot_status`` reports (segment started / finished
+  with measured per-skill durations / failed): marks execution start and end, feeds the
+  execution-time model, refreshes W of the suspended generation waiting for that robot;
+- :meth:`Planner.tick` at every engine step boundary: drain engine events, apply the policy's
+  meaning of segment boundaries, then make one scheduling decision (policy + batch admission)
+  and add / resume / suspend generations accordingly;
+- a :class:`PlannerSink` receives each segment to dispatch to a robot and each request's
+  terminal state. Every request ends FINISHED, CANCELLED or FAILED exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from .batching import RunningView
+from .clock import Clock
+from .engine_api import (Engine, EngineEvent, FailedEvent, FinishedEvent, GenerationSpec,
+                         SegmentEvent, TokensEvent)
+from .generation_time import SegmentTimeEstimator, TokenTimeEstimator
+from .interfaces import ExecutionTimeEstimator
+from .policies import Policy
+from .queue import GenerationQueue
+from .task_model import GenState, Goal, Request, Segment
+
+ROBOT_STATES = ("started", "finished", "failed")
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """Scheduler parameters (defaults from TimelyLLM: 8 ms network, 10-token segments, G 90 ms,
+    22 ms per decoded token for Llama3-8B on an RTX 4090)."""
+
+    network_latency_s: float = 0.008
+    max_segment_tokens: int = 10
+    segment_time_default_s: float = 0.09
+    token_time_default_s: float = 0.022
+    estimate_weight: float = 0.2
+
+
+class PlannerSink(Protocol):
+    """Where the planner's outputs go (the ROS node: adapter topics and action results)."""
+
+    def dispatch(self, request: Request, segment: Segment) -> None: ...
+
+    def done(self, request: Request) -> None: ...
+
+
+class Planner:
+    """Scheduling runtime shared by the live node and the simulator."""
+
+    def __init__(self, engine: Engine, policy: Policy, clock: Clock,
+                 exec_model: ExecutionTimeEstimator, sink: PlannerSink,
+                 config: PlannerConfig = PlannerConfig()) -> None:
+        self.engine = engine
+        self.policy = policy
+        self.clock = clock
+        self.exec_model = exec_model
+        self.sink = sink
+        self.config = config
+        self.requests: dict[int, Request] = {}
+        self.segment_time = SegmentTimeEstimator(config.segment_time_default_s, config.estimate_weight)
+        self.token_time = TokenTimeEstimator(config.token_time_default_s, config.estimate_weight)
+        self._queue = GenerationQueue()
+        self._running: dict[int, Request] = {}
+        self._next_id = 0
+
+    # ----------------------------------------------------------------- public API
+    def submit(self, goal: Goal) -> int:
+        """Queue a goal's first generation (TUF0 priority); returns the request id."""
+        prompt_tokens = self.engine.count_prompt_tokens(goal.prompt)
+        need = prompt_tokens + goal.max_tokens
+        if need > self.engine.kv_capacity_tokens():
+            raise ValueError(f"goal needs {need} KV tokens (prompt {prompt_tokens} + max_tokens "
+                             f"{goal.max_tokens}), engine capacity is {self.engine.kv_capacity_tokens()}")
+        rid = self._next_id
+        self._next_id += 1
+        req = Request(rid, goal, self.clock.now(), prompt_tokens)
+        self.requests[rid] = req
+        self._enqueue(req)
+        return rid
+
+    def cancel(self, request_id: int) -> bool:
+        """Cancel a request; False if unknown or already terminal."""
+        req = self.requests.get(request_id)
+        if req is None or req.state.terminal:
+            return False
+        self._end(req, GenState.CANCELLED, "cancelled by client")
+        return True
+
+    def on_robot_status(self, robot_id: str, request_id: int, segment_index: int, state: str,
+                        durations: Sequence[float] = (), t: float | None = None,
+                        reason: str = "") -> bool:
+        """A robot's report on a dispatched segment; False if it does not match a live request.
+
+        ``state``: ``started``, ``finished`` (``durations``: measured seconds per skill call,
+        optional) or ``failed``. ``t`` defaults to now.
+        """
+        if state not in ROBOT_STATES:
+            raise ValueError(f"robot state must be one of {ROBOT_STATES}, got {state!r}")
+        req = self.requests.get(request_id)
+        k = segment_index
+        if (req is None or req.state.terminal or req.goal.robot_id != robot_id
+                or not 0 <= k < len(req.dispatched_at)):
+            return False
+        t = self.clock.now() if t is None else t
+        if state == "failed":
+            self._end(req, GenState.FAILED, reason or f"robot {robot_id} failed segment {k}")
+            return True
+        if state == "started":
+            req.exec_start[k] = t
+        else:
+            if req.exec_start[k] is None:
+                req.exec_start[k] = t - sum(durations)
+            req.exec_end[k] = t
+            calls = req.segments[k].calls
+            if len(durations) == len(calls):
+                for call, d in zip(calls, durations, strict=True):
+                    self.exec_model.observe(robot_id, req.goal.robot_kind, call, d)
+            if req.state is GenState.GENERATED and req.all_executed():
+                self._end(req, GenState.FINISHED, "plan executed")
+                return True
+        self._queue.set_ref(req.id, self._ref_time(req))
+        return True
+
+    def tick(self) -> None:
+        """One engine step boundary: handle the engine's events, then schedule."""
+        for ev in self.engine.step():
+            self._handle(ev)
+        self._schedule()
+
+    def active(self) -> int:
+        """Requests not yet in a terminal state."""
+        return sum(1 for r in self.requests.values() if not r.state.terminal)
+
+    def queued(self) -> int:
+        """Generations waiting in the queue (new or suspended)."""
+        return len(self._queue)
+
+    # ----------------------------------------------------------------- timing model
+    def _predicted_exec_end(self, req: Request, j: int) -> float:
+        """Predicted end of segment j's execution: start_i = max(arrival at robot, end_{i-1})."""
+        net = self.config.network_latency_s
+        now = self.clock.now()
+        end = -np.inf
+        for i in range(j + 1):
+            if req.exec_end[i] is not None:
+                end = req.exec_end[i]
+                continue
+            start = req.exec_start[i]
+            if start is None:
+                sent = req.dispatched_at[i] if i < len(req.dispatched_at) else now
+                start = max(sent + net, end)
+            end = start + req.predicted_exec[i]
+        return float(end)
+
+    def _ref_time(self, req: Request) -> float:
+        """W reference of the next segment: arrival (k = 0) or predicted end of s_{k-1}."""
+        k = req.next_segment
+        return req.arrival if k == 0 else self._predicted_exec_end(req, k - 1)
+
+    def _token_time(self, req: Request) -> float:
+        rt = req.recent_tokens
+        if len(rt) >= 2 and rt[-1][1] > rt[0][1]:
+            return (rt[-1][0] - rt[0][0]) / (rt[-1][1] - rt[0][1])
+        return self.token_time.value
+
+    def _running_view(self) -> RunningView:
+        if not self._running:
+            return RunningView.empty()
+        reqs = list(self._running.values())
+        deadline = [self._ref_time(r) + (r.goal.tuf.ert if r.next_segment == 0 else 0.0) for r in reqs]
+        remaining = [max(1, self.config.max_segment_tokens - r.segment_tokens) for r in reqs]
+        return RunningView(np.fromiter((r.id for r in reqs), np.int64, len(reqs)),
+                           np.array(deadline), np.array(remaining, dtype=float),
+                           np.array([self._token_time(r) for r in reqs]))
+
+    # ----------------------------------------------------------------- scheduling
+    def _enqueue(self, req: Request) -> None:
+        k = req.next_segment
+        self._queue.push(req.id, seq=req.id, arrival=req.arrival, k=k, ref=self._ref_time(req),
+                         tuf=req.goal.tuf, g=self.segment_time.estimate(req.goal.robot_kind, k),
+                         kv_need=req.prompt_tokens + req.goal.max_tokens)
+
+    def _schedule(self) -> None:
+        now = self.clock.now()
+        decision = self.policy.decide(self._queue.view(), self._running_view(),
+                                      self.engine.free_kv_tokens(), now,
+                                      self.config.network_latency_s)
+        for gid in decision.preempt.tolist():
+            req = self._running.pop(gid)
+            self.engine.suspend(gid)
+            req.transition(GenState.SUSPENDED)
+            self._enqueue(req)
+        for gid in decision.admit.tolist():
+            req = self.requests[gid]
+            self._queue.remove(gid)
+            if req.state is GenState.QUEUED:
+                g = req.goal
+                self.engine.add(GenerationSpec(gid, g.prompt, g.max_tokens, g.robot_kind,
+                                               g.skill_set_id, self.policy.suspends_at_segments))
+            else:
+                self.engine.resume(gid)
+            req.transition(GenState.RUNNING)
+            req.residency_start = req.segment_start = now
+            req.recent_tokens.clear()
+            self._running[gid] = req
+
+    # ----------------------------------------------------------------- engine events
+    def _handle(self, ev: EngineEvent) -> None:
+        req = self.requests.get(ev.gen_id)
+        if req is None or req.state is not GenState.RUNNING:
+            return  # late event of a cancelled/preempted generation
+        if isinstance(ev, TokensEvent):
+            req.generated_tokens += ev.count
+            req.cached_prompt_tokens += ev.cached_prompt_tokens or 0
+            req.segment_tokens += ev.count
+            if req.recent_tokens:
+                t0, n0 = req.recent_tokens[-1]
+                if ev.t > t0:
+                    self.token_time.observe((ev.t - t0) / (req.generated_tokens - n0))
+            req.recent_tokens.append((ev.t, req.generated_tokens))
+        elif isinstance(ev, SegmentEvent):
+            self._on_segment(req, ev)
+        elif isinstance(ev, FinishedEvent):
+            self._running.pop(req.id)
+            req.transition(GenState.GENERATED)
+            self._dispatch_pending(req)
+            if not req.segments:
+                self._end(req, GenState.FAILED, f"plan has no executable segment ({ev.reason})")
+            elif req.all_executed():
+                self._end(req, GenState.FINISHED, "plan executed")
+        elif isinstance(ev, FailedEvent):
+            self._end(req, GenState.FAILED, f"engine: {ev.error}")
+
+    def _on_segment(self, req: Request, ev: SegmentEvent) -> None:
+        k = req.next_segment
+        if ev.index != k:
+            raise RuntimeError(f"request {req.id}: engine reported segment {ev.index}, expected {k}")
+        self.segment_time.observe(req.goal.robot_kind, k, ev.t - req.segment_start)
+        req.segments.append(Segment(k, ev.text, ev.calls, ev.token_ids))
+        req.predicted_exec.append(self.exec_model.predict(req.goal.robot_id, req.goal.robot_kind, ev.calls))
+        req.exec_start.append(None)
+        req.exec_end.append(None)
+        req.segment_tokens = 0
+        req.segment_start = ev.t
+        if self.policy.dispatches_early:
+            self._dispatch_pending(req)
+        if ev.suspended:
+            self._running.pop(req.id)
+            req.transition(GenState.SUSPENDED)
+            self._enqueue(req)
+
+    def _dispatch_pending(self, req: Request) -> None:
+        now = self.clock.now()
+        for seg in req.segments[len(req.dispatched_at):]:
+            req.dispatched_at.append(now)
+            self.sink.dispatch(req, seg)
+
+    def _end(self, req: Request, state: GenState, reason: str) -> None:
+        if req.state in (GenState.RUNNING, GenState.SUSPENDED):
+            self.engine.abort(req.id)
+        self._queue.remove(req.id)
+        self._running.pop(req.id, None)
+        req.transition(state)
+        req.ended_at = self.clock.now()
+        req.end_reason = reason
+        self.sink.done(req)

@@ -1,0 +1,32 @@
+"""Scheduling policies, selectable by name: ``get_policy("timelyllm", max_batch=None)``.
+
+Every module of this package except ``base`` is imported here, so adding a policy means adding
+one module that registers its class (see :mod:`.base`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from .base import REGISTRY, Decision, Policy, register
+
+for _m in pkgutil.iter_modules(__path__):
+    if _m.name != "base":
+        importlib.import_module(f"{__name__}.{_m.name}")
+
+
+def policy_names() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def get_policy(name: str, **params: object) -> Policy:
+    """A new policy instance; ``params`` go to its constructor (e.g. ``max_batch``)."""
+    try:
+        cls = REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown policy '{name}' (known: {', '.join(policy_names())})") from None
+    return cls(**params)
+
+
+__all__ = ["Decision", "Policy", "get_policy", "policy_names", "register"]

@@ -1,0 +1,19 @@
+"""``seg-edf`` baseline: segmented generation ordered by the goal's initial deadline
+(arrival + ERT), kept by suspended generations; ties by arrival order."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..queue import QueueView
+from .base import Policy, register
+
+
+@register
+class SegmentedEDF(Policy):
+    name = "seg-edf"
+    suspends_at_segments = True
+    dispatches_early = True
+
+    def order(self, q: QueueView, now: float, net_latency: float) -> np.ndarray:
+        return np.lexsort((q.seq, q.arrival + q.ert))

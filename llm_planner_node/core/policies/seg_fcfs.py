@@ -1,0 +1,19 @@
+"""``seg-fcfs`` baseline: segmented generation; the queue is FCFS by the goal's arrival, so a
+suspended generation keeps its initial priority."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..queue import QueueView
+from .base import Policy, fcfs_order, register
+
+
+@register
+class SegmentedFCFS(Policy):
+    name = "seg-fcfs"
+    suspends_at_segments = True
+    dispatches_early = True
+
+    def order(self, q: QueueView, now: float, net_latency: float) -> np.ndarray:
+        return fcfs_order(q)

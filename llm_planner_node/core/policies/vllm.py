@@ -1,0 +1,18 @@
+"""``vllm`` baseline: FCFS continuous batching; the whole plan is generated, then dispatched."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..queue import QueueView
+from .base import Policy, fcfs_order, register
+
+
+@register
+class VLLM(Policy):
+    name = "vllm"
+    suspends_at_segments = False
+    dispatches_early = False
+
+    def order(self, q: QueueView, now: float, net_latency: float) -> np.ndarray:
+        return fcfs_order(q)

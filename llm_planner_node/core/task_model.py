@@ -1,0 +1,128 @@
+"""Segmented task model (TimelyLLM 4.2): a goal's plan is generated as segments s_0..s_K.
+
+One :class:`Request` per goal carries one generation that is admitted, suspended at segment
+boundaries and resumed, plus the execution record of its dispatched segments. Its state moves
+only along :data:`TRANSITIONS`; anything else raises :class:`IllegalTransition`.
+
+States:
+
+- ``QUEUED``: waiting for its first admission (needs a prefill).
+- ``RUNNING``: decoding in the engine.
+- ``SUSPENDED``: not decoding, context (token ids, KV if cached) kept, waiting in the queue to be
+  resumed; normally because its previous segment was dispatched and is awaiting execution
+  (also after a preemption by a policy).
+- ``GENERATED``: the plan is complete; dispatched segments are still executing.
+- ``FINISHED`` / ``CANCELLED`` / ``FAILED``: terminal.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass, field
+
+from .skills import SkillCall
+from .tuf import TUFParams
+
+
+class GenState(enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    GENERATED = "generated"
+    FINISHED = "finished"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (GenState.FINISHED, GenState.CANCELLED, GenState.FAILED)
+
+
+_END = {GenState.CANCELLED, GenState.FAILED}
+TRANSITIONS: dict[GenState, frozenset[GenState]] = {
+    GenState.QUEUED: frozenset({GenState.RUNNING} | _END),
+    GenState.RUNNING: frozenset({GenState.SUSPENDED, GenState.GENERATED} | _END),
+    GenState.SUSPENDED: frozenset({GenState.RUNNING} | _END),
+    GenState.GENERATED: frozenset({GenState.FINISHED} | _END),
+    GenState.FINISHED: frozenset(),
+    GenState.CANCELLED: frozenset(),
+    GenState.FAILED: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A state change the task model does not allow (a scheduler bug, never user input)."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What a client asks for (the ROS ``PlanTask`` goal, engine-neutral).
+
+    ``prompt`` is whatever the engine takes: text or token ids for the live engine, a
+    :class:`~llm_planner_node.sim.workload.SimPrompt` for the simulated one.
+    """
+
+    robot_id: str
+    robot_kind: str
+    task_type: str
+    prompt: object
+    tuf: TUFParams
+    max_tokens: int = 256
+    skill_set_id: str | None = None
+    instruction: str = ""
+
+    def __post_init__(self) -> None:
+        if self.max_tokens <= 0:
+            raise ValueError(f"max_tokens must be > 0, got {self.max_tokens}")
+        if not self.robot_id:
+            raise ValueError("robot_id must not be empty")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One executable piece of a plan: its text, validated skill calls and token ids."""
+
+    index: int
+    text: str
+    calls: tuple[SkillCall, ...]
+    token_ids: tuple[int, ...]
+
+
+@dataclass
+class Request:
+    """A goal's generation and the execution record of its segments (all times in seconds)."""
+
+    id: int
+    goal: Goal
+    arrival: float
+    prompt_tokens: int
+    state: GenState = GenState.QUEUED
+    # generation progress
+    generated_tokens: int = 0
+    cached_prompt_tokens: int = 0  # context tokens served by the prefix cache, summed over admissions
+    segment_tokens: int = 0  # tokens generated so far in the segment being generated
+    residency_start: float = 0.0  # last admission/resume time
+    segment_start: float = 0.0  # when generation of the current segment (re)started
+    recent_tokens: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=4))
+    # segments and their execution (index k in every list)
+    segments: list[Segment] = field(default_factory=list)
+    dispatched_at: list[float] = field(default_factory=list)
+    predicted_exec: list[float] = field(default_factory=list)
+    exec_start: list[float | None] = field(default_factory=list)
+    exec_end: list[float | None] = field(default_factory=list)
+    ended_at: float | None = None
+    end_reason: str = ""
+
+    @property
+    def next_segment(self) -> int:
+        """Index k of the segment being (or about to be) generated."""
+        return len(self.segments)
+
+    def transition(self, new: GenState) -> None:
+        if new not in TRANSITIONS[self.state]:
+            raise IllegalTransition(f"request {self.id}: {self.state.value} -> {new.value} is not allowed")
+        self.state = new
+
+    def all_executed(self) -> bool:
+        return len(self.exec_end) == len(self.segments) and all(e is not None for e in self.exec_end)

@@ -1,0 +1,1 @@
+"""Discrete-event simulation of a robot fleet served by the planner and the simulated engine."""

@@ -1,0 +1,175 @@
+"""The planner runtime driving the simulated engine: dispatch semantics per policy, cancel,
+robot reports, failures, preemption."""
+
+import numpy as np
+import pytest
+
+from llm_planner_node.core.clock import VirtualClock
+from llm_planner_node.core.exec_table import TableExecutionTime
+from llm_planner_node.core.planner import Planner
+from llm_planner_node.core.policies import get_policy
+from llm_planner_node.core.policies.base import Decision, Policy
+from llm_planner_node.core.task_model import GenState
+from llm_planner_node.engines.sim_engine import SimEngine, SimEngineConfig
+from llm_planner_node.sim.simulation import simulate
+from llm_planner_node.sim.workload import Arrival, goal_for
+
+
+class Sink:
+    def __init__(self):
+        self.dispatched, self.ended = [], []
+
+    def dispatch(self, request, segment):
+        self.dispatched.append((request.id, segment.index))
+
+    def done(self, request):
+        self.ended.append((request.id, request.state))
+
+
+class RecordingModel(TableExecutionTime):
+    def __init__(self):
+        super().__init__()
+        self.observed = []
+
+    def observe(self, robot_id, robot_kind, call, duration_s):
+        self.observed.append((robot_id, call.name, duration_s))
+
+
+def _planner(policy="timelyllm", capacity=45_000):
+    clock = VirtualClock()
+    engine = SimEngine(clock, SimEngineConfig(kv_capacity_tokens=capacity))
+    sink, model = Sink(), RecordingModel()
+    return clock, engine, Planner(engine, get_policy(policy), clock, model, sink), sink, model
+
+
+def _run_engine(clock, engine, planner, until=lambda: False, max_iter=1000):
+    planner.tick()
+    for _ in range(max_iter):
+        engine.start_iteration()
+        end = engine.in_flight_end()
+        if end is None or until():
+            return
+        clock.advance_to(end)
+        planner.tick()
+
+
+def _dispatch_times(result, rid):
+    return [t for t, r, _ in result.dispatch_log if r == rid]
+
+
+def test_vllm_dispatches_whole_plan_at_end_stream_as_generated():
+    arr = [Arrival(0.0, goal_for(1, "drone0"))]  # 4 segments
+    whole = simulate(arr, "vllm")
+    stream = simulate(arr, "vllm-stream")
+    seg = simulate(arr, "seg-fcfs")
+    assert len(set(_dispatch_times(whole, 0))) == 1
+    assert len(set(_dispatch_times(stream, 0))) == 4
+    # same tokens, same finish of generation: streaming only moves dispatch earlier
+    assert _dispatch_times(stream, 0)[-1] == pytest.approx(_dispatch_times(whole, 0)[-1])
+    assert stream.engine.resume_hits + stream.engine.resume_misses == 0
+    assert seg.engine.resume_hits == 3  # suspended after segments 0, 1, 2 and resumed from cache
+    for r in (whole, stream, seg):
+        assert r.requests[0].state is GenState.FINISHED
+        assert [s.index for s in r.requests[0].segments] == [0, 1, 2, 3]
+
+
+def test_cancel_while_running_and_after():
+    clock, engine, planner, sink, _ = _planner()
+    rid = planner.submit(goal_for(1, "drone0"))
+    other = planner.submit(goal_for(2, "drone1"))
+    planner.tick()
+    engine.start_iteration()
+    assert planner.requests[rid].state is GenState.RUNNING
+    assert planner.cancel(rid)
+    assert not planner.cancel(rid) and not planner.cancel(999)
+    _run_engine(clock, engine, planner)
+    assert sink.ended == [(rid, GenState.CANCELLED)]
+    assert planner.requests[rid].generated_tokens == 0  # its in-flight token was dropped
+    assert planner.requests[other].state is GenState.GENERATED  # waits for robot reports
+    assert all(r != rid for r, _ in sink.dispatched)
+
+
+def test_robot_reports_finish_request_and_feed_model():
+    clock, engine, planner, sink, model = _planner("vllm")
+    rid = planner.submit(goal_for(7, "drone3"))  # mu(80); tc(90); mf(50)
+    _run_engine(clock, engine, planner)
+    req = planner.requests[rid]
+    assert req.state is GenState.GENERATED and len(req.dispatched_at) == 3
+    assert not planner.on_robot_status("wrong-robot", rid, 0, "started")
+    assert not planner.on_robot_status("drone3", rid, 5, "started")
+    t = clock.now()
+    for k in range(3):
+        assert planner.on_robot_status("drone3", rid, k, "started", t=t + k)
+        assert planner.on_robot_status("drone3", rid, k, "finished", durations=[0.9], t=t + k + 0.9)
+    assert req.state is GenState.FINISHED and sink.ended == [(rid, GenState.FINISHED)]
+    assert [name for _, name, _ in model.observed] == ["move_up", "turn_cw", "move_forward"]
+    assert not planner.on_robot_status("drone3", rid, 0, "finished")  # terminal: ignored
+    with pytest.raises(ValueError):
+        planner.on_robot_status("drone3", rid, 0, "exploded")
+
+
+def test_robot_failure_fails_request_and_frees_engine():
+    clock, engine, planner, sink, _ = _planner("seg-fcfs")
+    rid = planner.submit(goal_for(1, "drone0"))
+    _run_engine(clock, engine, planner, until=lambda: len(planner.requests[rid].dispatched_at) >= 1)
+    assert planner.on_robot_status("drone0", rid, 0, "failed", reason="battery low")
+    req = planner.requests[rid]
+    assert req.state is GenState.FAILED and req.end_reason == "battery low"
+    _run_engine(clock, engine, planner)
+    assert engine.free_kv_tokens() == engine.kv_capacity_tokens() - 1250  # only the prefix stays
+
+
+def test_goal_larger_than_kv_capacity_is_rejected():
+    _, _, planner, _, _ = _planner(capacity=1000)
+    with pytest.raises(ValueError, match="KV tokens"):
+        planner.submit(goal_for(1, "drone0"))
+
+
+def test_w_reference_follows_robot_reports():
+    clock, engine, planner, _, _ = _planner("seg-fcfs", capacity=45_000)
+    rid = planner.submit(goal_for(1, "drone0"))
+    req = planner.requests[rid]
+    _run_engine(clock, engine, planner, until=lambda: len(req.dispatched_at) >= 1)
+    t_sent = req.dispatched_at[0]
+    # W reference of segment 1 = predicted end of segment 0's execution. tc(90) is predicted
+    # 0.5 + 90 / 90 = 1.5 s from its arrival at the robot (dispatch + 8 ms)
+    assert planner._predicted_exec_end(req, 0) == pytest.approx(t_sent + 0.008 + 1.5)
+    planner.on_robot_status("drone0", rid, 0, "started", t=t_sent + 0.5)
+    assert planner._predicted_exec_end(req, 0) == pytest.approx(t_sent + 0.5 + 1.5)
+    planner.on_robot_status("drone0", rid, 0, "finished", t=t_sent + 1.0)
+    assert planner._predicted_exec_end(req, 0) == pytest.approx(t_sent + 1.0)
+
+
+class PreemptFirst(Policy):
+    """Test policy: admits FCFS, preempts the oldest running generation once."""
+
+    name = "test-preempt"
+    suspends_at_segments = False
+    dispatches_early = True
+
+    def __init__(self):
+        super().__init__()
+        self.fired = False
+
+    def order(self, q, now, net_latency):
+        return np.argsort(q.seq, kind="stable")
+
+    def preempt(self, q, running, now):
+        if len(running) and not self.fired and now > 0.05:
+            self.fired = True
+            return running.gen_id[:1]
+        return super().preempt(q, running, now)
+
+
+def test_preempted_generation_resumes_and_completes():
+    pol = PreemptFirst()
+    r = simulate([Arrival(0.0, goal_for(1, "drone0"))], pol)
+    assert pol.fired
+    req = r.requests[0]
+    # trace 1 = tc(90); 4 tokens + s('cat'); 5 + g('cat'); 5 + tp(); 3 + EOS 1 = 18
+    assert req.state is GenState.FINISHED and req.generated_tokens == 18
+    assert r.engine.resume_hits == 1
+
+
+def test_decision_default_has_no_preemption():
+    assert len(Decision(np.array([1])).preempt) == 0

@@ -57,16 +57,27 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 # 2. Python dependencies and the inference engine ----------------------------------------------
-deps_hash="$(hash_of requirements/base.txt "requirements/engine-$ENGINE.txt")-$ENGINE"
+deps_hash="$(hash_of requirements/base.txt "requirements/engine-$ENGINE.txt" requirements/robots-nodeps.txt)-$ENGINE"
 if ! stamp_ok deps "$deps_hash"; then
   say "installing Python dependencies and vLLM ($ENGINE build); the first time this downloads ~1 GB"
   pip_install -r requirements/base.txt -r "requirements/engine-$ENGINE.txt"
+  pip_install --no-deps -r requirements/robots-nodeps.txt
   # torchvision/torchaudio/torchcodec come with vLLM's requirements but have no build matching
   # the CPU torch: they fail to import beside it and break transformers. vLLM does not need them.
   if [ "$ENGINE" = cpu ]; then
     "$VENV/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec >>"$LOG" 2>&1 || true
   fi
   stamp_set deps "$deps_hash"
+fi
+
+# The Tello protocol tests put the simulator in network namespaces (iproute2's `ip`).
+if ! command -v ip >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing iproute2 (network namespaces for the Tello simulator tests)"
+    (apt-get update && apt-get install -y iproute2) >>"$LOG" 2>&1 || say "could not install iproute2; the Tello protocol tests will be skipped"
+  else
+    say "iproute2 ('ip') is missing: the Tello protocol tests will be skipped (install iproute2 to run them)"
+  fi
 fi
 
 # 3. ROS 2 ---------------------------------------------------------------------------------------

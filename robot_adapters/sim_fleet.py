@@ -1,0 +1,109 @@
+"""Simulated robot fleet: hundreds of adapters in one process (demos and evaluation).
+
+Each robot is an :class:`AdapterCore` with a :class:`SimulatedExecutor` whose skill durations
+are drawn from the execution-time model (``ExecutionTimeModel.sample_calls``, i.e. profiled
+means with noise; scene-dependent skills from their profiled tables), optionally compressed by
+``time_scale``. All robots share one rclpy node, one ``/robot_status`` publisher and one worker
+thread each (they mostly sleep). Robots can be made slower at run time (``set_speed``) to show
+the planner's online execution-time update.
+
+Run::
+
+    python -m robot_adapters.sim_fleet --drones 200 --arms 50 --chat 10 [--time-scale 0.1]
+
+Robot ids: ``sim_drone_<i>``, ``sim_arm_<i>``, ``sim_chat_<i>`` (topics
+``/robots/<id>/segments``). ``--fail-prob`` makes skills fail at random (error text "simulated
+failure").
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+import numpy as np
+
+from llm_planner_node.core.execution_time import ExecutionTimeModel
+from llm_planner_node.core.skills import CHAT, INDY7_ARM, TELLO_MINISPEC, SkillCall, SkillSet
+
+from .adapter_base import AdapterCore, AdapterNode, spin_node
+from .executor import SimulatedExecutor, SkillExecutionError
+
+
+class SampledExecutor(SimulatedExecutor):
+    """Simulated robot: sleeps for a duration sampled from the execution-time model."""
+
+    def __init__(self, robot_id: str, robot_kind: str, skill_set: SkillSet, truth: ExecutionTimeModel,
+                 seed: int, *, time_scale: float = 1.0, fail_prob: float = 0.0, scene=None) -> None:
+        self._rng = np.random.default_rng(seed)
+        self._lock = threading.Lock()
+        self.truth = truth
+        self.fail_prob = fail_prob
+
+        def sampler(call: SkillCall) -> float:
+            with self._lock:
+                return self.truth.sample(robot_id, robot_kind, [call], self._rng)
+
+        super().__init__(robot_id, robot_kind, skill_set, sampler, time_scale=time_scale, scene=scene)
+
+    def execute(self, call, cancel):
+        if self.fail_prob > 0:
+            with self._lock:
+                failed = self._rng.random() < self.fail_prob
+            if failed:
+                raise SkillExecutionError(f"simulated failure of {call.name}")
+        return super().execute(call, cancel)
+
+
+class SimFleet:
+    """Builds the simulated robots; ``attach(node)`` puts them on ROS."""
+
+    def __init__(self, drones: int = 0, arms: int = 0, chat: int = 0, *, time_scale: float = 1.0,
+                 seed: int = 0, fail_prob: float = 0.0, model: ExecutionTimeModel | None = None) -> None:
+        self.truth = ExecutionTimeModel(online=False)  # the "real" robots' behaviour
+        self.model = model  # adapter-side predictor (progress/remaining); shared, optional
+        self.cores: list[AdapterCore] = []
+        spec = [("drone", "sim_drone", TELLO_MINISPEC, drones), ("arm", "sim_arm", INDY7_ARM, arms),
+                ("chat", "sim_chat", CHAT, chat)]
+        k = 0
+        for kind, prefix, ss, n in spec:
+            for i in range(n):
+                rid = f"{prefix}_{i}"
+                ex = SampledExecutor(rid, kind, ss, self.truth, seed + k, time_scale=time_scale, fail_prob=fail_prob)
+                self.cores.append(AdapterCore(rid, ex, skill_set=ss, model=self.model or ExecutionTimeModel(),
+                                              time_scale=time_scale))
+                k += 1
+
+    def set_speed(self, robot_id: str, factor: float | None) -> None:
+        """Make a simulated robot move ``factor`` x as fast from now on (None = nominal)."""
+        self.truth.set_speed_factor(robot_id, factor)
+
+    def attach(self, node: AdapterNode) -> AdapterNode:
+        for c in self.cores:
+            node.add_robot(c)
+        return node
+
+
+def main(argv: list[str] | None = None) -> int:
+    import rclpy
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--drones", type=int, default=20)
+    p.add_argument("--arms", type=int, default=5)
+    p.add_argument("--chat", type=int, default=0)
+    p.add_argument("--time-scale", type=float, default=1.0)
+    p.add_argument("--fail-prob", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seconds", type=float, default=None, help="exit after this long")
+    a, ros_args = p.parse_known_args(argv)
+    rclpy.init(args=ros_args)
+    fleet = SimFleet(a.drones, a.arms, a.chat, time_scale=a.time_scale, seed=a.seed, fail_prob=a.fail_prob)
+    node = fleet.attach(AdapterNode("sim_fleet"))
+    node.get_logger().info(f"simulating {len(fleet.cores)} robots")
+    spin_node(node, seconds=a.seconds)
+    rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

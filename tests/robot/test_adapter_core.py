@@ -1,0 +1,113 @@
+"""AdapterCore without ROS: timeouts, MiniSpec text, fleets of hundreds of simulated robots."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from llm_planner_node.core.execution_time import ExecutionTimeModel
+from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC as T
+from robot_adapters.adapter_base import STATE_DONE, STATE_FAILED, AdapterCore, SegmentIn
+from robot_adapters.executor import SimulatedExecutor, SkillExecutor
+from robot_adapters.sim_fleet import SimFleet
+
+
+def _wait(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return pred()
+
+
+class Hangs(SkillExecutor):
+    robot_kind = "drone"
+    skill_set = T
+
+    def __init__(self):
+        self.stopped = threading.Event()
+
+    def execute(self, call, cancel):
+        cancel.wait(30)  # a robot that never answers until stopped
+        from robot_adapters.executor import SkillCancelled
+
+        raise SkillCancelled("stopped")
+
+    def stop(self):
+        self.stopped.set()
+
+
+def test_skill_timeout_reports_failed_and_stops_robot():
+    events = []
+    ex = Hangs()
+    core = AdapterCore("d", ex, events.append, time_scale=0.01, skill_timeout_margin_s=1.0).start()
+    try:
+        core.submit(SegmentIn("g", 0, skills=[("mf", ["100"])], final=True))
+        assert _wait(lambda: any(e.state == STATE_FAILED for e in events))
+        failed = [e for e in events if e.state == STATE_FAILED][0]
+        assert "timeout" in failed.error and ex.stopped.is_set()
+    finally:
+        core.shutdown()
+
+
+def test_minispec_text_runs_through_interpreter_and_feeds_model():
+    events = []
+    model = ExecutionTimeModel()
+    ex = SimulatedExecutor("d", "drone", T, lambda c: 0.01)
+    core = AdapterCore("d", ex, events.append, model=model).start()
+    try:
+        core.submit(SegmentIn("g", 0, text="to;_1=iv,cat;?_1==True{2{tc,45}};", skills=[("to", [])]))
+        core.submit(SegmentIn("g", 1, text="mf,_9;", skills=[("mf", ["_9"])], final=True))
+        assert _wait(lambda: any(e.state in (STATE_DONE, STATE_FAILED) and e.sequence == 1 for e in events))
+        done = [e for e in events if e.state == STATE_DONE]
+        assert done[0].skill_names == ["takeoff", "is_visible", "turn_cw", "turn_cw"]
+        failed = [e for e in events if e.state == STATE_FAILED]
+        assert failed and "_9" in failed[0].error  # undefined variable at run time
+        assert model.observations == 4
+    finally:
+        core.shutdown()
+
+
+def test_three_hundred_simulated_robots_in_one_process():
+    fleet = SimFleet(drones=200, arms=80, chat=20, time_scale=0.002, seed=1)
+    events = []
+    lock = threading.Lock()
+
+    def pub(e):
+        with lock:
+            events.append(e)
+
+    for c in fleet.cores:
+        c.publish = pub
+        c.start()
+    try:
+        t0 = time.monotonic()
+        for c in fleet.cores:
+            if c.robot_kind == "arm":
+                segs = [[("move_to", ["300", "0", "200"]), ("pick", ["cup"])], [("place", ["cup", "bin"])]]
+            elif c.robot_kind == "chat":
+                segs = [[("say", ["hello there"])], [("say", ["how can I help"])]]
+            else:
+                segs = [[("to", [])], [("mf", ["100"]), ("tc", ["90"])]]
+            for i in (1, 0):  # out of order on purpose
+                c.submit(SegmentIn("g", i, skills=segs[i], final=i == 1))
+        ok = _wait(lambda: sum(1 for e in events if e.state == STATE_DONE) == 2 * len(fleet.cores), 60)
+        assert ok, sum(1 for e in events if e.state == STATE_DONE)
+        assert time.monotonic() - t0 < 60
+        for rid in ("sim_drone_7", "sim_arm_3", "sim_chat_0"):
+            assert [e.sequence for e in events if e.robot_id == rid and e.state == STATE_DONE] == [0, 1]
+        assert not any(e.state == STATE_FAILED for e in events)
+    finally:
+        for c in fleet.cores:
+            c.shutdown(timeout=1)
+
+
+def test_fleet_speed_change_is_visible_in_measured_durations():
+    fleet = SimFleet(drones=1, time_scale=0.01, seed=3)
+    call = T.validate("mf", [300])
+    rng_a = fleet.truth.sample("sim_drone_0", "drone", [call], __import__("numpy").random.default_rng(0))
+    fleet.set_speed("sim_drone_0", 0.5)
+    rng_b = fleet.truth.sample("sim_drone_0", "drone", [call], __import__("numpy").random.default_rng(0))
+    assert rng_b > 1.6 * rng_a
+    assert INDY7_ARM.id == "indy7_arm"

@@ -1,0 +1,88 @@
+"""Arm path: the real neuromeka IndyDCP3 client against the fake IndyDCP3 servicer (loopback)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("neuromeka")
+
+from llm_planner_node.core.execution_time import ExecutionTimeModel  # noqa: E402
+from llm_planner_node.core.skills import INDY7_ARM as A  # noqa: E402
+from robot_adapters.arm_executor import IndyArmExecutor  # noqa: E402
+from robot_adapters.executor import SkillCancelled, SkillExecutionError  # noqa: E402
+from robot_adapters.indy_sim import FakeIndy  # noqa: E402
+from robot_adapters.scene import Scene  # noqa: E402
+
+SCALE = 0.1
+_hosts = itertools.count(21)
+
+
+def _scene():
+    return Scene.from_dict({"objects": {"apple": {"pos": [400, 100, 50]}, "bowl": {"pos": [300, -200, 40]}}})
+
+
+@pytest.fixture()
+def arm():
+    scene = _scene()
+    host = f"127.0.0.{next(_hosts)}"
+    fake = FakeIndy(host, time_scale=SCALE, scene=scene).start()
+    ex = IndyArmExecutor(host, scene, time_scale=SCALE)
+    ex.connect()
+    try:
+        yield fake, ex, scene
+    finally:
+        fake.stop()
+
+
+def test_pick_and_place_segment_via_real_client(arm):
+    fake, ex, scene = arm
+    model = ExecutionTimeModel()
+    seg = [A.validate("move_to", [350, 0, 300]), A.validate("pick", ["apple"]),
+           A.validate("place", ["apple", "bowl"]), A.validate("home", [])]
+    cancel = threading.Event()
+    measured = []
+    for call in seg:
+        t0 = time.monotonic()
+        ex.execute(call, cancel)
+        measured.append((time.monotonic() - t0) / SCALE)
+    # the controller saw the expected motions and gripper IO
+    kinds = [k for k, _t, _d in fake.state.motions]
+    assert kinds == ["movel"] * 7 + ["movej"]
+    targets = [t[:3] for _k, t, _d in fake.state.motions[:7]]
+    assert targets[0] == [350, 0, 300]
+    assert targets[1:4] == [[400, 100, 150], [400, 100, 50], [400, 100, 150]]
+    assert targets[4:7] == [[300, -200, 170], [300, -200, 70], [300, -200, 170]]
+    assert fake.state.do_log == [(0, False), (0, True), (0, False)]
+    # the apple ended up in the bowl and the arm is home
+    assert scene.held is None and scene.position("apple")[:2] == [300, -200]
+    assert fake.state.p[:3] == pytest.approx([350.0, 0.0, 400.0])
+    # measured durations vs the execution-time model (pick/place: at least the minimum)
+    move = model.predict("arm1", "arm", seg[:1])
+    assert abs(measured[0] - move) <= model.tolerance("arm", seg[0]) + 0.5
+    per = model.predict_calls("arm1", "arm", seg)
+    assert measured[1] >= 0.8 * per[1] and measured[2] >= 0.8 * per[2]
+
+
+def test_controller_refusal_becomes_error_text(arm):
+    _fake, ex, _scene = arm
+    # inside the skill set's safe box but beyond the Indy7's 800 mm reach
+    with pytest.raises(SkillExecutionError, match="outside the workspace"):
+        ex.execute(A.validate("move_to", [650, 650, 600]), threading.Event())
+    with pytest.raises(SkillExecutionError, match="not found"):
+        ex.execute(A.validate("pick", ["banana"]), threading.Event())
+    with pytest.raises(SkillExecutionError, match="not holding"):
+        ex.execute(A.validate("place", ["apple", "bowl"]), threading.Event())
+
+
+def test_cancel_stops_motion(arm):
+    fake, ex, _scene = arm
+    cancel = threading.Event()
+    threading.Timer(0.1, cancel.set).start()
+    with pytest.raises(SkillCancelled):
+        ex.execute(A.validate("move_to", [-450, -300, 400]), cancel)
+    assert not fake.state.moving
+    assert fake.state.p[0] > -450  # stopped on the way

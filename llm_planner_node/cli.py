@@ -21,10 +21,17 @@ from . import __version__
 
 #: name -> (one-line help, module with add_arguments/run). Nested groups use "group name".
 COMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("start the planner node and the fleet's adapters from the parameter YAML", "llm_planner_node.up"),
+    "goal": ("send one planning goal to a running planner and watch its segments", "llm_planner_node.client"),
     "demo": ("run the planner with a simulated fleet and send goals end to end", "llm_planner_node.demo"),
     "bench scheduler": ("cost of one scheduling decision vs TimelyLLM Table 5", "llm_planner_node.bench.scheduler_bench"),
     "bench segmentation": ("segmenter cost per token vs TimelyLLM Table 4", "llm_planner_node.bench.segmentation_bench"),
     "bench exec-model": ("execution-time model error and online convergence", "llm_planner_node.bench.exec_model_bench"),
+    "eval": ("run policies on a workload (simulated or live) and report metrics", "llm_planner_node.evaluation.eval_cmd"),
+    "report": ("recompute evaluation metrics from a rosbag2 recording or an eval JSON", "llm_planner_node.evaluation.report_cmd"),
+    "record": ("record planner goals, results, segments and robot status to a rosbag2", "llm_planner_node.evaluation.record_cmd"),
+    "replay": ("re-send a recording's goals with their original timing to a running node", "llm_planner_node.evaluation.replay_cmd"),
+    "paper": ("reproduce TimelyLLM's evaluation in the simulator (markdown report + figures)", "llm_planner_node.evaluation.paper"),
 }
 
 _SOURCE_ROOT = Path(__file__).resolve().parents[1]

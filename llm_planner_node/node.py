@@ -40,7 +40,8 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from timely_fleet.action import PlanTask
-from timely_fleet.msg import PlannerStats, RobotStatus, SegmentReport, Skill, SkillSegment
+from timely_fleet.msg import (GoalRecord, GoalResult, PlannerStats, RobotStatus, SegmentReport, Skill,
+                              SkillSegment)
 
 from .core.clock import Clock, WallClock
 from .core.engine_api import Engine
@@ -137,6 +138,8 @@ class PlannerNode(Node):
         self._seg_pubs = {r.id: self.create_publisher(SkillSegment, segments_topic(r.id), SEGMENT_QOS)
                           for r in params.robots}
         self._stats_pub = self.create_publisher(PlannerStats, "/planner/diagnostics", 10)
+        self._goal_pub = self.create_publisher(GoalRecord, "/planner/goals", STATUS_QOS)
+        self._result_pub = self.create_publisher(GoalResult, "/planner/results", STATUS_QOS)
         self.create_subscription(RobotStatus, "/robot_status", self._on_status, STATUS_QOS,
                                  callback_group=self._cb)
         self._server = ActionServer(self, PlanTask, "plan_task", execute_callback=self._execute,
@@ -211,6 +214,10 @@ class PlannerNode(Node):
             rec = _GoalRecord(rid, goal_id, handle, last_heard=self.clock.now())
             self._records[rid] = rec
             self._by_goal_id[goal_id] = rid
+            self._goal_pub.publish(GoalRecord(
+                goal_id=goal_id, stamp=stamp(time.time()), robot_id=g.robot_id, robot_kind=robot.kind,
+                task_type=goal.task_type, instruction=goal.instruction, ert_s=g.ert_s, alpha=g.alpha,
+                beta=g.beta, skill_set=robot.skill_set, max_tokens=goal.max_tokens))
             submitted.put(rid)
 
         self._cmds.put(submit)
@@ -238,7 +245,14 @@ class PlannerNode(Node):
     def _finish(self, handle: Any, rec: _GoalRecord) -> Any:
         req = self.planner.requests[rec.request_id]
         self._busy_robots.pop(req.goal.robot_id, None)
-        res = build_result(req, rec, self.pp.network_latency_s)
+        res = build_result(req, rec)
+        g = req.goal
+        self._result_pub.publish(GoalResult(
+            goal_id=rec.goal_id, stamp=stamp(time.time()), status=res.status, message=res.message,
+            robot_id=g.robot_id, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha, beta=g.tuf.beta,
+            plan_text=res.plan_text, segments=res.segments, response_time_s=res.response_time_s,
+            robot_waiting_s=res.robot_waiting_s, time_utility=res.time_utility))
+        self._cmds.put(lambda: self._forget(rec))
         if res.status == Result.STATUS_SUCCEEDED:
             handle.succeed()
             self.counters["succeeded"] += 1
@@ -284,6 +298,11 @@ class PlannerNode(Node):
             self.planner.engine = self._engine_factory()
             self.get_logger().info("inference engine restarted")
 
+    def _forget(self, rec: _GoalRecord) -> None:
+        self._records.pop(rec.request_id, None)
+        self._by_goal_id.pop(rec.goal_id, None)
+        self.planner.forget(rec.request_id)
+
     def _cancel(self, rid: int) -> None:
         rec = self._records.get(rid)
         if rec is None:
@@ -306,9 +325,10 @@ class PlannerNode(Node):
         rec.msgs[segment.index] = msg
         rec.sent[segment.index] = (self.clock.now(), 1)
         self._publish(request.goal.robot_id, msg)
-        fb = PlanTask.Feedback(index=segment.index, text=segment.text, skills=msg.skills, final=final,
-                               generation_s=max(0.0, self.clock.now() - request.segment_start),
-                               queue_s=0.0)
+        k = segment.index
+        fb = PlanTask.Feedback(index=k, text=segment.text, skills=msg.skills, final=final,
+                               queue_s=request.gen_start[k] - request.queued_at(k),
+                               generation_s=request.gen_end[k] - request.gen_start[k])
         rec.handle.publish_feedback(fb)
 
     def done(self, request: Request) -> None:
@@ -407,7 +427,7 @@ class PlannerNode(Node):
             close()
 
 
-def build_result(req: Request, rec: _GoalRecord, latency_s: float) -> Any:
+def build_result(req: Request, rec: _GoalRecord) -> Any:
     """The PlanTask result of a terminal request (times relative to goal arrival)."""
     a = req.arrival
     reports = []
@@ -419,7 +439,8 @@ def build_result(req: Request, rec: _GoalRecord, latency_s: float) -> Any:
             dispatch_s=rel(req.dispatched_at[k]) if k < len(req.dispatched_at) else -1.0,
             execution_start_s=rel(req.exec_start[k]) if k < len(req.exec_start) else -1.0,
             execution_end_s=rel(req.exec_end[k]) if k < len(req.exec_end) else -1.0,
-            queued_s=-1.0, generation_start_s=-1.0, generation_end_s=-1.0))
+            queued_s=rel(req.queued_at(k)), generation_start_s=rel(req.gen_start[k]),
+            generation_end_s=rel(req.gen_end[k])))
     plan = "".join(s.text for s in req.segments)
     response = (req.exec_start[0] - a) if req.exec_start and req.exec_start[0] is not None else -1.0
     utility = tuf0(response, req.goal.tuf) if response >= 0 else 0.0
@@ -431,9 +452,9 @@ def build_result(req: Request, rec: _GoalRecord, latency_s: float) -> Any:
         status, message = Result.STATUS_SUCCEEDED, f"plan of {len(req.segments)} segment(s) executed"
     elif rec.status is not None:
         status, message = rec.status, rec.message
-    elif req.end_reason.startswith("invalid plan"):
+    elif "invalid plan" in req.end_reason:
         status, message = Result.STATUS_INVALID_PLAN, req.end_reason
-    elif "engine" in req.end_reason:
+    elif req.end_reason.startswith("engine") or "KV" in req.end_reason:
         status, message = Result.STATUS_ENGINE_FAILED, req.end_reason
     else:
         status, message = Result.STATUS_ROBOT_FAILED, req.end_reason or "failed"

@@ -9,7 +9,7 @@ Schema (see config/fleet.yaml for a commented example)::
       batching: {mode: adaptive|fixed, max_batch}
       tuf_presets: {<class>: {ert_s, alpha, beta}}
       max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s
-    robots: [{id, kind: drone|arm|chat|sim, skill_set}]
+    robots: [{id, kind: drone|arm|chat|sim, skill_set, adapter: sim|tello|tello-sim|indy|indy-sim|external, host}]
 """
 
 from __future__ import annotations
@@ -62,11 +62,18 @@ class EngineParams:
     seed: int = 0
 
 
+ADAPTERS = ("sim", "tello", "tello-sim", "indy", "indy-sim", "external")
+
+
 @dataclass(frozen=True)
 class RobotParams:
+    """One robot: its adapter (see llm_planner_node/up.py) and, for real hardware, its address."""
+
     id: str
     kind: str
     skill_set: str
+    adapter: str = "sim"
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -173,7 +180,7 @@ def parse_params(data: dict[str, Any], known_policies: tuple[str, ...] | None = 
         where = f"robots[{i}]"
         if not isinstance(r, dict) or "id" not in r or "kind" not in r:
             raise ParamError(f"{where} needs at least 'id' and 'kind'")
-        extra = set(r) - {"id", "kind", "skill_set"}
+        extra = set(r) - {"id", "kind", "skill_set", "adapter", "host"}
         if extra:
             raise ParamError(f"{where}: unknown key(s) {sorted(extra)}")
         rid, kind = str(r["id"]), str(r["kind"])
@@ -186,7 +193,13 @@ def parse_params(data: dict[str, Any], known_policies: tuple[str, ...] | None = 
             raise ParamError(f"{where}.skill_set {skill_set!r} is not registered ({', '.join(DEFAULT_SKILL_SETS)})")
         if any(x.id == rid for x in robots):
             raise ParamError(f"{where}: duplicate robot id {rid!r}")
-        robots.append(RobotParams(rid, kind, skill_set))
+        adapter = str(r.get("adapter", "sim"))
+        if adapter not in ADAPTERS:
+            raise ParamError(f"{where}.adapter {adapter!r} must be one of {', '.join(ADAPTERS)}")
+        host = str(r.get("host", ""))
+        if adapter in ("tello", "indy") and not host:
+            raise ParamError(f"{where}: adapter '{adapter}' needs the robot's 'host' address")
+        robots.append(RobotParams(rid, kind, skill_set, adapter, host))
     return FleetParams(planner=planner, robots=tuple(robots))
 
 

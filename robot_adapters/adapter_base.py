@@ -99,7 +99,8 @@ class _Goal:
     seen: set[int] = field(default_factory=set)
     finished: bool = False
     gap_since: float | None = None
-    interpreter: Any = None
+    interpreter: Any = None  # one per goal: MiniSpec variables live across its segments
+    run_call: Any = None  # the current segment's skill runner (the interpreter calls this)
 
 
 class AdapterCore:
@@ -342,10 +343,11 @@ class AdapterCore:
 
         try:
             if program is not None:
+                g.run_call = run_call
                 if g.interpreter is None:
                     from .minispec_interpreter import MiniSpecInterpreter
 
-                    g.interpreter = MiniSpecInterpreter(self.skill_set, run_call)
+                    g.interpreter = MiniSpecInterpreter(self.skill_set, lambda call: g.run_call(call))
                 g.interpreter.run(program)
             else:
                 for call in calls:

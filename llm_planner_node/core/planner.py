@@ -138,6 +138,12 @@ class Planner:
             self._handle(ev)
         self._schedule()
 
+    def forget(self, request_id: int) -> None:
+        """Drop a terminal request's record (a long-running node calls this after reporting it)."""
+        req = self.requests.get(request_id)
+        if req is not None and req.state.terminal:
+            del self.requests[request_id]
+
     def active(self) -> int:
         """Requests not yet in a terminal state."""
         return sum(1 for r in self.requests.values() if not r.state.terminal)
@@ -248,6 +254,8 @@ class Planner:
             raise RuntimeError(f"request {req.id}: engine reported segment {ev.index}, expected {k}")
         self.segment_time.observe(req.goal.robot_kind, k, ev.t - req.segment_start)
         req.segments.append(Segment(k, ev.text, ev.calls, ev.token_ids))
+        req.gen_start.append(req.segment_start)
+        req.gen_end.append(ev.t)
         req.predicted_exec.append(self.exec_model.predict(req.goal.robot_id, req.goal.robot_kind, ev.calls))
         req.exec_start.append(None)
         req.exec_end.append(None)

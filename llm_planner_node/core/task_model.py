@@ -107,6 +107,8 @@ class Request:
     recent_tokens: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=4))
     # segments and their execution (index k in every list)
     segments: list[Segment] = field(default_factory=list)
+    gen_start: list[float] = field(default_factory=list)  # generation of segment k (re)started
+    gen_end: list[float] = field(default_factory=list)  # segment k complete in the engine
     dispatched_at: list[float] = field(default_factory=list)
     predicted_exec: list[float] = field(default_factory=list)
     exec_start: list[float | None] = field(default_factory=list)
@@ -123,6 +125,10 @@ class Request:
         if new not in TRANSITIONS[self.state]:
             raise IllegalTransition(f"request {self.id}: {self.state.value} -> {new.value} is not allowed")
         self.state = new
+
+    def queued_at(self, k: int) -> float:
+        """When segment k entered the generation queue: arrival (k = 0) or the end of s_{k-1}."""
+        return self.arrival if k == 0 else self.gen_end[k - 1]
 
     def all_executed(self) -> bool:
         return len(self.exec_end) == len(self.segments) and all(e is not None for e in self.exec_end)

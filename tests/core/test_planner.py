@@ -173,3 +173,17 @@ def test_preempted_generation_resumes_and_completes():
 
 def test_decision_default_has_no_preemption():
     assert len(Decision(np.array([1])).preempt) == 0
+
+
+def test_segment_generation_timeline():
+    """gen_start/gen_end per segment follow the engine's segment events."""
+    from llm_planner_node.sim.simulation import simulate
+    from llm_planner_node.sim.workload import Arrival, goal_for
+
+    res = simulate([Arrival(0.0, goal_for(1, "d0"))], "timelyllm", seed=0)
+    req = res.requests[0]
+    k = len(req.segments)
+    assert k >= 2 and len(req.gen_start) == len(req.gen_end) == k
+    for i in range(k):
+        assert req.queued_at(i) <= req.gen_start[i] < req.gen_end[i] <= req.dispatched_at[i]
+    assert req.queued_at(0) == req.arrival and req.queued_at(1) == req.gen_end[0]

@@ -111,3 +111,25 @@ def test_fleet_speed_change_is_visible_in_measured_durations():
     rng_b = fleet.truth.sample("sim_drone_0", "drone", [call], __import__("numpy").random.default_rng(0))
     assert rng_b > 1.6 * rng_a
     assert INDY7_ARM.id == "indy7_arm"
+
+
+def test_minispec_goal_over_several_segments_reports_each_segment_separately():
+    """Regression: the per-goal interpreter must run each segment's calls under that segment's
+    sequence number and report that segment's own measured durations (not the first one's)."""
+    from robot_adapters.adapter_base import STATE_EXECUTING
+
+    events = []
+    ex = SimulatedExecutor("d", "drone", T, lambda c: 0.02)
+    core = AdapterCore("d", ex, events.append).start()
+    try:
+        core.submit(SegmentIn("g", 0, text="tc,90;", skills=[("tc", ["90"])]))
+        core.submit(SegmentIn("g", 1, text="mf,100;mu,50;", skills=[("mf", ["100"]), ("mu", ["50"])]))
+        core.submit(SegmentIn("g", 2, text="tp;", skills=[("tp", [])], final=True))
+        assert _wait(lambda: sum(e.state == STATE_DONE for e in events) == 3)
+    finally:
+        core.shutdown()
+    done = {e.sequence: e for e in events if e.state == STATE_DONE}
+    assert [list(done[k].skill_names) for k in (0, 1, 2)] == [["turn_cw"], ["move_forward", "move_up"], ["take_picture"]]
+    assert all(len(done[k].skill_durations_s) == len(done[k].skill_names) for k in done)
+    executing = [(e.sequence, e.current_skill) for e in events if e.state == STATE_EXECUTING]
+    assert executing == [(0, "turn_cw"), (1, "move_forward"), (1, "move_up"), (2, "take_picture")]

@@ -117,6 +117,7 @@ class PlannerNode(Node):
         self.pp = params.planner
         self.clock = clock or WallClock()
         self._engine_factory = engine_factory
+        self._owns_engine = engine is None  # a lent engine (tests, embedding) is not closed here
         engine = engine or (engine_factory() if engine_factory else None)
         if engine is None:
             raise ValueError("PlannerNode needs an engine or an engine_factory")
@@ -296,6 +297,7 @@ class PlannerNode(Node):
             if close:
                 close()
             self.planner.engine = self._engine_factory()
+            self._owns_engine = True
             self.get_logger().info("inference engine restarted")
 
     def _forget(self, rec: _GoalRecord) -> None:
@@ -318,7 +320,8 @@ class PlannerNode(Node):
     # PlannerSink
     def dispatch(self, request: Request, segment: Segment) -> None:
         rec = self._records[request.id]
-        final = request.state is GenState.GENERATED and segment.index == len(request.segments) - 1
+        final = segment.final or (request.state is GenState.GENERATED
+                                  and segment.index == len(request.segments) - 1)
         msg = SkillSegment(goal_id=rec.goal_id, robot_id=request.goal.robot_id, sequence=segment.index,
                            text=segment.text, skills=skill_msgs(segment.calls), final=final,
                            stamp=stamp(time.time()))
@@ -423,7 +426,7 @@ class PlannerNode(Node):
         self._stop.set()
         self._thread.join(timeout=5)
         close = getattr(self.planner.engine, "close", None)
-        if close:
+        if close and self._owns_engine:
             close()
 
 

@@ -72,7 +72,12 @@ class TokensEvent:
 
 @dataclass(frozen=True)
 class SegmentEvent:
-    """Segment ``index`` of ``gen_id`` is complete; ``suspended`` if the engine suspended it."""
+    """Segment ``index`` of ``gen_id`` is complete; ``suspended`` if the engine suspended it.
+
+    ``final`` is True when the engine already knows this is the plan's last segment (the plan
+    ended with it); a FinishedEvent still follows. A plan can also end right after a segment
+    that was reported with ``final=False`` (end of sequence on the next token).
+    """
 
     gen_id: int
     t: float
@@ -81,6 +86,7 @@ class SegmentEvent:
     calls: tuple[SkillCall, ...]
     token_ids: tuple[int, ...]
     suspended: bool
+    final: bool = False
 
 
 @dataclass(frozen=True)

@@ -253,7 +253,7 @@ class Planner:
         if ev.index != k:
             raise RuntimeError(f"request {req.id}: engine reported segment {ev.index}, expected {k}")
         self.segment_time.observe(req.goal.robot_kind, k, ev.t - req.segment_start)
-        req.segments.append(Segment(k, ev.text, ev.calls, ev.token_ids))
+        req.segments.append(Segment(k, ev.text, ev.calls, ev.token_ids, ev.final))
         req.gen_start.append(req.segment_start)
         req.gen_end.append(ev.t)
         req.predicted_exec.append(self.exec_model.predict(req.goal.robot_id, req.goal.robot_kind, ev.calls))

@@ -81,12 +81,14 @@ class Goal:
 
 @dataclass(frozen=True)
 class Segment:
-    """One executable piece of a plan: its text, validated skill calls and token ids."""
+    """One executable piece of a plan: its text, validated skill calls and token ids.
+    ``final``: known to be the plan's last segment when it was generated."""
 
     index: int
     text: str
     calls: tuple[SkillCall, ...]
     token_ids: tuple[int, ...]
+    final: bool = False
 
 
 @dataclass

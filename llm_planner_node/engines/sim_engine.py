@@ -230,7 +230,7 @@ class SimEngine:
                 seg = g.prompt.segments[k]
                 start = g.ends[k - 1] if k else 0
                 events.append(SegmentEvent(gid, it.end, k, seg.text, seg.calls,
-                                           tuple(range(start, g.generated)), stop))
+                                           tuple(range(start, g.generated)), stop, final=plan_done))
                 if plan_done:
                     self._finish(g, events, it.end, "eos")
                     continue

@@ -316,10 +316,11 @@ class VllmEngine:
             self._events.put(TokensEvent(gen.spec.gen_id, now, n, cached))
         return False
 
-    def _emit_segment(self, gen: _Gen, seg: Any, now: float, *, suspended: bool) -> None:
+    def _emit_segment(self, gen: _Gen, seg: Any, now: float, *, suspended: bool, final: bool = False) -> None:
         ids = tuple(gen.kept[gen.seg_start:])
         gen.seg_start = len(gen.kept)
-        self._events.put(SegmentEvent(gen.spec.gen_id, now, seg.index, seg.text, seg.calls, ids, suspended))
+        self._events.put(SegmentEvent(gen.spec.gen_id, now, seg.index, seg.text, seg.calls, ids, suspended,
+                                      final=final))
 
     def _finish(self, gen: _Gen, finish_reason: str | None, now: float) -> None:
         try:
@@ -327,8 +328,8 @@ class VllmEngine:
         except PlanError as e:
             self._fail(gen, f"invalid plan: {e}")
             return
-        for s in tail:
-            self._emit_segment(gen, s, now, suspended=False)
+        for i, s in enumerate(tail):
+            self._emit_segment(gen, s, now, suspended=False, final=i == len(tail) - 1)
         gen.running = False
         gen.done = True
         self._reserved.pop(gen.spec.gen_id, None)

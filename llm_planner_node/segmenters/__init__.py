@@ -1,0 +1,27 @@
+"""Content-aware segmenters (stop checkers) for segmented plan generation.
+
+Use :func:`get_segmenter` to create one per generation; see :mod:`.base` for the interface and
+:mod:`.minispec` for the MiniSpec parser/AST.
+"""
+
+from .base import (
+    SEGMENTER_NAMES,
+    PlanError,
+    PlanSyntaxError,
+    Segment,
+    Segmenter,
+    UnsafePlanError,
+    get_segmenter,
+    segment_all,
+)
+
+__all__ = [
+    "SEGMENTER_NAMES",
+    "PlanError",
+    "PlanSyntaxError",
+    "Segment",
+    "Segmenter",
+    "UnsafePlanError",
+    "get_segmenter",
+    "segment_all",
+]

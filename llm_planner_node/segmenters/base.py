@@ -1,0 +1,270 @@
+"""Segmenter interface: content-aware stop checkers for segmented generation (TimelyLLM 4.1).
+
+A segmenter is created **per generation** for one robot skill set. The engine calls
+:meth:`Segmenter.feed` with the newly detokenised text after every token and
+:meth:`Segmenter.finish` once at the end of generation. Each call returns the segments that
+became complete (usually none, sometimes one). The cost of ``feed`` is amortised
+O(len(new_text)): a segmenter keeps only the text of the statement it has not emitted yet and
+never re-scans the whole output.
+
+A :class:`Segment` is executable: every skill call in it was looked up in the robot's registered
+:class:`~llm_planner_node.core.skills.SkillSet` and its literal arguments passed the safe ranges.
+Text that is not a valid plan raises a :class:`PlanError` (a ``SkillError`` subclass) whose
+message names the offending statement; the engine ends the goal with that message and nothing
+of the bad statement ever reaches a robot. Segments emitted *before* the error were valid and
+may already be executing; that is by design (the plan fails at the first bad statement).
+
+Plan terminator
+---------------
+A plan ends with the model's **end-of-sequence token** (or the engine's max-tokens limit); the
+engine then calls :meth:`Segmenter.finish`, which flushes the last statement (MiniSpec and the arm
+language accept a final statement without ``;``; chat flushes the last sentence/paragraph) or
+raises :class:`PlanSyntaxError` if the text ends inside a block, string or call. There is no
+in-band end marker; the project's planner model is trained to emit EOS right after the plan.
+
+Repair (configurable, default off)
+----------------------------------
+``repair="clamp"`` clamps numeric literal arguments that are outside a skill's safe range to the
+nearest bound (``mf,600`` -> ``move_forward(500)``) instead of failing; each repair is recorded in
+``Segment.repairs``. Unknown skills, wrong types and syntax errors are never repaired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Sequence
+
+from ..core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
+
+Repair = Literal["none", "clamp"]
+
+
+class PlanError(SkillError):
+    """Generated text that must not reach a robot. ``statement`` is the offending text."""
+
+    def __init__(self, message: str, statement: str = "", offset: int | None = None) -> None:
+        self.statement = statement
+        self.offset = offset
+        where = f" in statement {statement!r}" if statement else ""
+        at = f" (at char {offset})" if offset is not None else ""
+        super().__init__(f"{message}{where}{at}")
+        self.reason = message
+
+
+class PlanSyntaxError(PlanError):
+    """The text is not a well-formed statement of the plan language."""
+
+
+class UnsafePlanError(PlanError):
+    """A statement calls an unregistered skill or passes a bad/unsafe argument."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One executable piece of a plan, as emitted by a segmenter.
+
+    ``start``/``end`` are character offsets into the *whole* generated text (all text passed to
+    ``feed`` so far, concatenated): ``output[start:end]`` is the raw segment including its
+    terminator (``;`` or the sentence punctuation). The engine maps ``end`` to the token whose
+    decoded text covers it. ``text`` is that slice with surrounding whitespace stripped.
+    ``calls`` are the validated skill calls in source order (MiniSpec blocks: every call inside
+    the block, including calls in conditions; arguments that are run-time variables are
+    :class:`~llm_planner_node.segmenters.minispec.Var` objects and must be re-validated by the
+    adapter after substitution). ``statements`` is the parsed AST (MiniSpec: one top-level
+    statement; arm: the grouped :class:`Call` statements; chat: empty).
+    """
+
+    index: int
+    text: str
+    start: int
+    end: int
+    calls: tuple[SkillCall, ...]
+    statements: tuple[Any, ...] = ()
+    repairs: tuple[str, ...] = ()
+
+    @property
+    def skill_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.calls)
+
+
+class Segmenter:
+    """Base class of the incremental stop checkers. Subclasses implement ``_feed``/``_finish``.
+
+    ``feed`` and ``finish`` raise :class:`PlanError` on invalid text; after an error or after
+    ``finish`` the segmenter refuses further input (``RuntimeError``).
+    """
+
+    name: str = "base"
+
+    def __init__(self, skill_set: SkillSet, *, repair: Repair = "none") -> None:
+        if repair not in ("none", "clamp"):
+            raise ValueError(f"repair must be 'none' or 'clamp', got {repair!r}")
+        self.skill_set = skill_set
+        self.repair = repair
+        self.consumed = 0  # total characters fed so far
+        self.segments: list[Segment] = []
+        self._closed = False
+
+    # -- public API --------------------------------------------------------------------------
+    def feed(self, new_text: str) -> list[Segment]:
+        """Consume newly detokenised text; return the segments completed by it (often [])."""
+        if self._closed:
+            raise RuntimeError(f"{self.name} segmenter is closed (finished or failed)")
+        if not new_text:
+            return []
+        try:
+            out = self._feed(new_text)
+        except PlanError:
+            self._closed = True
+            raise
+        self.consumed += len(new_text)
+        return out
+
+    def finish(self) -> list[Segment]:
+        """End of generation (EOS / max tokens): flush the last segment or raise PlanError."""
+        if self._closed:
+            raise RuntimeError(f"{self.name} segmenter is closed (finished or failed)")
+        self._closed = True
+        return self._finish()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- for subclasses ------------------------------------------------------------------------
+    def _feed(self, new_text: str) -> list[Segment]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _finish(self) -> list[Segment]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _emit(
+        self,
+        text: str,
+        start: int,
+        end: int,
+        calls: Sequence[SkillCall],
+        statements: Sequence[Any] = (),
+        repairs: Sequence[str] = (),
+    ) -> Segment:
+        seg = Segment(
+            index=len(self.segments),
+            text=text,
+            start=start,
+            end=end,
+            calls=tuple(calls),
+            statements=tuple(statements),
+            repairs=tuple(repairs),
+        )
+        self.segments.append(seg)
+        return seg
+
+
+def check_call(
+    skill_set: SkillSet,
+    name: str,
+    args: Sequence[Any],
+    *,
+    statement: str = "",
+    offset: int | None = None,
+    repair: Repair = "none",
+    repairs: list[str] | None = None,
+    is_var: Any = None,
+) -> SkillCall:
+    """Validate one call against ``skill_set``; return the canonical :class:`SkillCall`.
+
+    ``is_var(x)`` tells which arguments are run-time variables: those are arity-checked but not
+    coerced (kept as is). With ``repair="clamp"`` out-of-range numeric literals are clamped and a
+    note appended to ``repairs``. Raises :class:`UnsafePlanError` naming the statement.
+    """
+    try:
+        spec = skill_set.spec(name)
+        args = list(args)
+        if repair == "clamp":
+            for i, (a, v) in enumerate(zip(spec.args, args)):
+                if (is_var is not None and is_var(v)) or a.type not in ("int", "float"):
+                    continue
+                try:
+                    num = float(v) if not isinstance(v, bool) else None
+                except (TypeError, ValueError):
+                    num = None
+                if num is None or num != num:
+                    continue
+                lo, hi = a.min, a.max
+                new = num
+                if lo is not None and num < lo:
+                    new = lo
+                if hi is not None and num > hi:
+                    new = hi
+                if new != num:
+                    args[i] = int(new) if a.type == "int" else float(new)
+                    if repairs is not None:
+                        repairs.append(
+                            f"{spec.name}: {a.name}={v} clamped to {args[i]} (safe range "
+                            f"{'' if lo is None else f'{lo:g}'}..{'' if hi is None else f'{hi:g}'})"
+                        )
+        if is_var is None or not any(is_var(v) for v in args):
+            return skill_set.validate(name, args)
+        if not (spec.min_args <= len(args) <= len(spec.args)):
+            want = (
+                str(len(spec.args))
+                if spec.min_args == len(spec.args)
+                else f"{spec.min_args}-{len(spec.args)}"
+            )
+            raise SkillError(f"skill '{spec.name}' takes {want} argument(s), got {len(args)}")
+        out = tuple(v if is_var(v) else a.coerce(spec.name, v) for a, v in zip(spec.args, args))
+        return SkillCall(spec.name, out)
+    except PlanError:
+        raise
+    except SkillError as e:
+        raise UnsafePlanError(str(e), statement, offset) from None
+
+
+SEGMENTER_NAMES = ("minispec", "arm", "chat-sentence", "chat-paragraph")
+_KIND_TO_SEGMENTER = {"drone": "minispec", "sim": "minispec", "arm": "arm", "chat": "chat-sentence"}
+
+
+def get_segmenter(kind_or_name: str, skill_set: SkillSet | str | None = None, **opts: Any) -> Segmenter:
+    """Create a fresh segmenter for one generation.
+
+    ``kind_or_name`` is a segmenter name (``minispec``, ``arm``, ``chat-sentence``,
+    ``chat-paragraph``; ``chat`` = ``chat-sentence``) or a robot kind (``drone``/``sim`` ->
+    minispec, ``arm`` -> arm, ``chat`` -> chat-sentence). ``skill_set`` is a SkillSet, a skill-set
+    id of :data:`DEFAULT_SKILL_SETS`, or None for the kind's default. ``opts`` go to the
+    segmenter's constructor (e.g. ``repair="clamp"``, ``group_size=2`` for the arm).
+    """
+    key = kind_or_name.strip().lower().replace("_", "-")
+    name = _KIND_TO_SEGMENTER.get(key, key)
+    if name not in SEGMENTER_NAMES:
+        raise ValueError(
+            f"unknown segmenter or robot kind {kind_or_name!r} "
+            f"(segmenters: {', '.join(SEGMENTER_NAMES)}; kinds: {', '.join(_KIND_TO_SEGMENTER)})"
+        )
+    default_kind = {"minispec": "drone", "arm": "arm"}.get(name, "chat")
+    if skill_set is None:
+        skill_set = DEFAULT_SKILL_SETS[DEFAULT_SKILL_SET_FOR_KIND[default_kind]]
+    elif isinstance(skill_set, str):
+        try:
+            skill_set = DEFAULT_SKILL_SETS[skill_set]
+        except KeyError:
+            raise ValueError(f"unknown skill set {skill_set!r}") from None
+    if name == "minispec":
+        from .minispec import MiniSpecSegmenter
+
+        return MiniSpecSegmenter(skill_set, **opts)
+    if name == "arm":
+        from .arm import ArmSegmenter
+
+        return ArmSegmenter(skill_set, **opts)
+    from .chat import ChatSegmenter
+
+    return ChatSegmenter(skill_set, mode="paragraph" if name == "chat-paragraph" else "sentence", **opts)
+
+
+def segment_all(segmenter: Segmenter, pieces: Iterable[str]) -> list[Segment]:
+    """Feed all pieces then finish; return all segments (a convenience for tests and tools)."""
+    out: list[Segment] = []
+    for p in pieces:
+        out.extend(segmenter.feed(p))
+    out.extend(segmenter.finish())
+    return out

@@ -1,0 +1,178 @@
+"""The planning node end to end over real ROS: action goals in, segments to real adapter nodes,
+robot status back, results out. Engine: the calibrated simulated engine in real time (the same
+scenarios run on real vLLM in test_node_e2e_vllm.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+NORMAL = (1.0, -2.0, 1.0)
+URGENT = (0.2, -6.67, 2.0)
+
+
+def fleet_params(**planner):
+    from llm_planner_node.params import parse_params
+
+    return parse_params({
+        "planner": {"policy": "timelyllm", "engine": {"kind": "sim"}, "robot_timeout_s": 2.0, **planner},
+        "robots": [
+            {"id": "d1", "kind": "drone", "adapter": "sim"},
+            {"id": "d2", "kind": "drone", "adapter": "sim"},
+            {"id": "a1", "kind": "arm", "adapter": "sim"},
+            {"id": "ext1", "kind": "drone", "adapter": "external"},
+        ],
+    })
+
+
+@pytest.fixture
+def fleet(ros_context):
+    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.up import running_fleet
+
+    with running_fleet(fleet_params(), time_scale=0.05, context=ros_context) as f:
+        client = GoalClient(ros_context)
+        with spinning(client.node, ros_context):
+            assert client.wait_for_server(10)
+            f.client = client
+            yield f
+        client.destroy()
+
+
+def record(node, msg_type, topic, qos=None):
+    from llm_planner_node.node import STATUS_QOS
+
+    got: list[tuple[float, object]] = []
+    node.create_subscription(msg_type, topic, lambda m: got.append((time.monotonic(), m)), qos or STATUS_QOS)
+    return got
+
+
+def test_mixed_urgency_goals_segments_in_order_and_urgent_first(fleet):
+    from timely_fleet.msg import RobotStatus, SkillSegment
+
+    from llm_planner_node.node import SEGMENT_QOS
+
+    statuses = record(fleet.client.node, RobotStatus, "/robot_status")
+    seg_d1 = record(fleet.client.node, SkillSegment, "/robots/d1/segments", SEGMENT_QOS)
+    time.sleep(0.5)  # let the subscriptions match
+    normal = fleet.client.send("d1", "look for the cat", tuf=NORMAL, task_type="drone-normal")
+    time.sleep(0.05)
+    urgent = fleet.client.send("d2", "a person is in the way, avoid injuring the person", tuf=URGENT,
+                               task_type="drone-urgent")
+    rn, ru = normal.result(30), urgent.result(30)
+    assert rn.status == 0 and ru.status == 0, (rn.message, ru.message)
+    # feedback: one per segment, in order, the first long before the plan was complete
+    assert [f.index for f in normal.feedback] == list(range(len(rn.segments))) and len(rn.segments) >= 3
+    assert normal.feedback[-1].final and not normal.feedback[0].final
+    assert rn.segments[0].dispatch_s < rn.segments[-1].generation_end_s
+    # the urgent goal's first segment went out before the normal plan was fully generated
+    urgent_first = urgent.sent_at + ru.segments[0].dispatch_s
+    normal_generated = normal.sent_at + rn.segments[-1].generation_end_s
+    assert urgent_first < normal_generated
+    # segments reached the adapter in order and executed in order
+    assert [m.sequence for _, m in seg_d1 if not m.cancel][: len(rn.segments)] == list(range(len(rn.segments)))
+    done = [m.sequence for _, m in statuses if m.robot_id == "d1" and m.state == RobotStatus.STATE_DONE]
+    assert done == list(range(len(rn.segments)))
+    for k, s in enumerate(rn.segments):  # timing record is consistent (Result = DESIGN.md metrics)
+        assert s.queued_s <= s.generation_start_s <= s.generation_end_s <= s.dispatch_s
+        assert s.dispatch_s <= s.execution_start_s <= s.execution_end_s
+        if k:
+            assert s.execution_start_s >= rn.segments[k - 1].execution_end_s - 1e-6
+    assert rn.response_time_s == pytest.approx(rn.segments[0].execution_start_s)
+    assert 0 < ru.time_utility <= URGENT[2] and 0 < rn.time_utility <= NORMAL[2]
+
+
+def test_cancel_mid_plan_stops_generation_and_tells_the_adapter(fleet):
+    from timely_fleet.msg import SkillSegment
+
+    from llm_planner_node.node import SEGMENT_QOS
+
+    seg_a1 = record(fleet.client.node, SkillSegment, "/robots/a1/segments", SEGMENT_QOS)
+    time.sleep(0.5)
+    h = fleet.client.send("a1", "desk cleaning", tuf=NORMAL, task_type="arm")
+    deadline = time.monotonic() + 10
+    while not h.feedback and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert h.feedback, "no segment before cancel"
+    fleet.client.cancel(h)
+    res = h.result(10)
+    assert res.status == 2 and "cancel" in res.message  # STATUS_CANCELLED
+    assert h._ros_handle.status == 5  # action_msgs GoalStatus.STATUS_CANCELED
+    time.sleep(0.3)
+    cancels = [m for _, m in seg_a1 if m.cancel]
+    assert cancels, "the adapter was not told to stop"
+    n_plan = 11  # the desk-cleaning plan has 11 segments; the cancel came after the first
+    assert len([m for _, m in seg_a1 if not m.cancel]) < n_plan
+    # the robot is free again: a new goal for it is accepted and completes
+    again = fleet.client.send("a1", "object stacking", tuf=NORMAL, task_type="arm").result(30)
+    assert again.status == 0, again.message
+
+
+@pytest.mark.parametrize("goal, reason", [
+    (dict(robot_id="ghost"), "unknown robot 'ghost'"),
+    (dict(ert_s=0.0), "ert_s must be > 0"),
+    (dict(alpha=0.5), "alpha must be <= 0"),
+    (dict(beta=0.0), "beta must be > 0"),
+    (dict(instruction="   "), "instruction is empty"),
+    (dict(instruction="x" * 5000), "the limit is 2000"),
+    (dict(robot_kind="arm"), "is a drone, not a arm"),
+    (dict(skill_set="indy7_arm"), "runs skill set 'tello_minispec'"),
+    (dict(skill_set="no_such_set"), "unknown skill set"),
+])
+def test_invalid_goals_end_at_once_with_their_reason(fleet, goal, reason):
+    from timely_fleet.action import PlanTask
+
+    base = dict(robot_id="d1", robot_kind="drone", task_type="t", instruction="look for the cat",
+                ert_s=1.0, alpha=-2.0, beta=1.0, skill_set="", max_tokens=0)
+    base.update(goal)
+    g = PlanTask.Goal(**base)
+    h = fleet.client.send(g.robot_id, g.instruction, robot_kind=g.robot_kind, skill_set=g.skill_set,
+                          tuf=(g.ert_s, g.alpha, g.beta))
+    res = h.result(10)
+    assert res.status == PlanTask.Result.STATUS_REJECTED
+    assert reason in res.message
+    assert h._ros_handle.status == 6  # ABORTED: ROS 2 rejection cannot carry a reason
+
+
+def test_second_goal_for_a_busy_robot_is_rejected(fleet):
+    first = fleet.client.send("a1", "desk cleaning", tuf=NORMAL)
+    time.sleep(0.2)
+    second = fleet.client.send("a1", "object stacking", tuf=NORMAL).result(10)
+    assert second.status == 1 and "still executing goal" in second.message
+    assert first.result(60).status == 0
+
+
+def test_adapter_that_dies_mid_plan_aborts_the_goal_with_a_reason(fleet, ros_context):
+    from rclpy.executors import SingleThreadedExecutor
+    from timely_fleet.msg import RobotStatus
+
+    from llm_planner_node.core.execution_time import ExecutionTimeModel
+    from llm_planner_node.core.skills import TELLO_MINISPEC
+    from robot_adapters.adapter_base import AdapterCore, AdapterNode
+    from robot_adapters.sim_fleet import SampledExecutor
+
+    adapter = AdapterNode("ext1_adapter", context=ros_context)
+    # slow robot (time_scale 1): the plan is still executing when the adapter dies
+    adapter.add_robot(AdapterCore("ext1", SampledExecutor("ext1", "drone", TELLO_MINISPEC,
+                                                          ExecutionTimeModel(online=False), 0)))
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(adapter)
+    statuses = record(fleet.client.node, RobotStatus, "/robot_status")
+    time.sleep(0.5)
+    h = fleet.client.send("ext1", "look for the cat", tuf=NORMAL)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not any(m.robot_id == "ext1" and m.state == RobotStatus.STATE_EXECUTING
+                                                  for _, m in statuses):
+        ex.spin_once(timeout_sec=0.05)
+    assert any(m.robot_id == "ext1" for _, m in statuses), "adapter never reported"
+    adapter.shutdown_robots()  # the adapter process dies: no more status, ever
+    ex.shutdown()
+    adapter.destroy_node()
+    t_dead = time.monotonic()
+    res = h.result(20)
+    assert res.status == 6, res.message  # STATUS_TIMEOUT
+    assert "ext1 sent no status" in res.message
+    assert time.monotonic() - t_dead < 10  # robot_timeout_s = 2 s, not forever

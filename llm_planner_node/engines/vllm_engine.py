@@ -150,15 +150,23 @@ class VllmEngine:
         return list(self._cached_tokens)
 
     def close(self) -> None:
-        """Shut the engine down (idempotent)."""
+        """Shut the engine down and stop its event loop (idempotent)."""
         if self._loop.is_closed():
             return
-        engine = getattr(self, "_engine", None)
-        if engine is not None:
-            try:
+
+        async def shutdown() -> None:
+            engine = getattr(self, "_engine", None)
+            if engine is not None:
                 engine.shutdown()
-            except Exception:  # pragma: no cover - best effort at exit
-                log.exception("vLLM shutdown failed")
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=60)
+        except Exception:  # pragma: no cover - best effort at exit
+            log.exception("vLLM shutdown failed")
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -65,8 +65,14 @@ def goal_for(trace_id: int, robot_id: str) -> Goal:
                 tr.prompt.prefix_key, tr.description)
 
 
-def generate(spec: WorkloadSpec, seed: int = 0) -> list[Arrival]:
-    """Poisson events x up to ``max_tpe`` parallel tasks, deterministic under ``seed``."""
+def generate(spec: WorkloadSpec, seed: int = 0,
+             make_goal: Callable[[int, int], Goal] | None = None) -> list[Arrival]:
+    """Poisson events x up to ``max_tpe`` parallel tasks, deterministic under ``seed``.
+
+    ``make_goal(trace_id, agent_index)`` builds each goal (default: :func:`goal_for` with robot
+    id ``<kind><agent>``); it lets callers add trace ids of their own (e.g. a chat workload)
+    or override TUFs without changing the arrival process.
+    """
     rng = np.random.default_rng(seed)
     out: list[Arrival] = []
     t = float(rng.exponential(1 / spec.eps))
@@ -75,7 +81,9 @@ def generate(spec: WorkloadSpec, seed: int = 0) -> list[Arrival]:
         agents = rng.choice(spec.agents, size=min(n, spec.agents), replace=False)
         for a in agents.tolist():
             tid = int(rng.choice(spec.trace_ids))
-            out.append(Arrival(t, goal_for(tid, f"{TRACES[tid].robot_kind}{a}")))
+            goal = (make_goal(tid, a) if make_goal is not None
+                    else goal_for(tid, f"{TRACES[tid].robot_kind}{a}"))
+            out.append(Arrival(t, goal))
         t += float(rng.exponential(1 / spec.eps))
     return out
 

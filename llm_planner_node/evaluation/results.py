@@ -1,0 +1,127 @@
+"""Evaluation results: per policy and task type metrics, the printed table, JSON and a bar chart.
+
+Metrics are :class:`~llm_planner_node.core.metrics.Summary` (core/metrics.py is the one
+definition). Simulator runs summarise planner requests with ``summarize``; recordings (bags,
+live runs) have per-goal :class:`~llm_planner_node.core.metrics.Outcome` s instead, aggregated
+by :func:`summarize_outcomes` with exactly ``summarize``'s arithmetic (a test checks both
+agree on the same goals).
+
+JSON layout (``timely-fleet eval --json``)::
+
+    {"workload": {...spec...}, "engine": "sim", "seed": 0,
+     "policies": [{"policy": "vllm", "task_types": {"drone-normal": {<Summary fields>}, ...,
+                   "all": {...}}, "wall_s": 0.1, ...}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..core.metrics import Outcome, Summary
+
+FIELDS = ("goals", "completed", "mean_utility", "utility_pct_of_beta", "mean_segment_utility",
+          "mean_response_s", "p90_response_s", "mean_waiting_s", "tokens_per_s")
+
+
+def summarize_outcomes(policy: str, outcomes: Iterable[Outcome], goals: Mapping[str, int],
+                       tokens: Mapping[str, int], span_s: float) -> list[Summary]:
+    """Per-task-type summaries plus ``"all"`` from completed goals' outcomes.
+
+    ``goals``/``tokens``: per task type, all goals (completed or not) and tokens generated.
+    Same aggregation as :func:`core.metrics.summarize`.
+    """
+    groups: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        groups[o.task_type].append(o)
+        groups["all"].append(o)
+    n_goals = dict(goals)
+    n_goals["all"] = sum(goals.values())
+    n_tok = dict(tokens)
+    n_tok["all"] = sum(tokens.values())
+    out = []
+    for tt in sorted(set(n_goals) | set(groups), key=lambda t: (t == "all", t)):
+        outs = groups.get(tt, [])
+        if outs:
+            util = np.array([o.time_utility for o in outs])
+            beta = np.array([o.tuf.beta for o in outs])
+            resp = np.array([o.response_s for o in outs])
+            stats = (float(util.mean()), float(100 * (util / beta).mean()),
+                     float(np.mean([o.segment_utility for o in outs])), float(resp.mean()),
+                     float(np.percentile(resp, 90)), float(np.mean([o.waiting_s for o in outs])))
+        else:
+            stats = (float("nan"),) * 6
+        tok = n_tok.get(tt, 0)
+        out.append(Summary(policy, tt, n_goals.get(tt, len(outs)), len(outs), *stats,
+                           tok / span_s if span_s > 0 else float("nan")))
+    return out
+
+
+def policy_result(policy: str, summaries: Sequence[Summary], **extra: Any) -> dict[str, Any]:
+    """One JSON object per policy: ``task_types`` maps task type -> metrics."""
+    return {"policy": policy,
+            "task_types": {s.task_type: {k: _clean(getattr(s, k)) for k in FIELDS} for s in summaries},
+            **extra}
+
+
+def _clean(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _f(v: Any, fmt: str) -> str:
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+
+
+def format_table(results: Sequence[Mapping[str, Any]]) -> str:
+    lines = [f"{'policy':12} {'task type':14} {'goals':>5} {'done':>5} {'utility':>8} {'%beta':>6} "
+             f"{'resp(s)':>8} {'p90(s)':>7} {'wait(s)':>8} {'tok/s':>7}"]
+    for r in results:
+        for tt, m in r["task_types"].items():
+            lines.append(f"{r['policy']:12} {tt:14} {m['goals']:5d} {m['completed']:5d} "
+                         f"{_f(m['mean_utility'], '8.3f')} {_f(m['utility_pct_of_beta'], '6.1f')} "
+                         f"{_f(m['mean_response_s'], '8.3f')} {_f(m['p90_response_s'], '7.3f')} "
+                         f"{_f(m['mean_waiting_s'], '8.3f')} {_f(m['tokens_per_s'], '7.1f')}")
+    return "\n".join(lines)
+
+
+def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(doc, indent=2, default=_clean) + "\n")
+
+
+def load_json(path: str | Path) -> dict[str, Any]:
+    doc = json.loads(Path(path).read_text())
+    if "policies" not in doc:
+        raise ValueError(f"{path}: not an evaluation result (no 'policies')")
+    return doc
+
+
+def bar_chart(results: Sequence[Mapping[str, Any]], path: str | Path, title: str = "",
+              metric: str = "utility_pct_of_beta", ylabel: str = "utility (% of beta)") -> None:
+    """Grouped bars: task types on x, one bar per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    types = [t for t in results[0]["task_types"]] if results else []
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(types) + 1), 3.4))
+    w = 0.8 / max(1, len(results))
+    for i, r in enumerate(results):
+        ys = [r["task_types"].get(t, {}).get(metric) for t in types]
+        ys = [np.nan if y is None else y for y in ys]
+        ax.bar(np.arange(len(types)) + i * w - 0.4 + w / 2, ys, w, label=r["policy"])
+    ax.set_xticks(range(len(types)), types)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

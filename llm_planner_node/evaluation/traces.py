@@ -1,0 +1,173 @@
+"""Trace library for the evaluation: the 11 LRTrace tasks (TimelyLLM Table 2) and a chat workload.
+
+Robot traces live in :mod:`llm_planner_node.sim.traces` (plans as :class:`SimPrompt`); this module
+adds what an evaluation report needs around them: the natural-language instruction, the TUF
+class, and execution-time draws from the profiled :class:`ExecutionTimeModel`.
+
+Chat workload (TimelyLLM 7.4.2, WritingPrompts): a person asks for a short story; the "plan" is
+the story text, segmented into sentences (TimelyLLM-Sen) or paragraphs (TimelyLLM-Para) by the
+project's chat segmenters; a segment's token count is ~1.3 tokens per word; "execution" is
+reading at 300 words per minute (the ``say`` skill of the chat skill set); TUF = normal. The
+WritingPrompts data set is not downloaded: stories are composed deterministically (per seed)
+from a small bank of WritingPrompts-style prompts and sentences, with lengths in the range of
+the data set's short stories (4-7 paragraphs of 3-6 sentences, ~250-500 words).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.execution_time import ExecutionTimeModel
+from ..core.skills import CHAT
+from ..core.task_model import Goal
+from ..core.tuf import NORMAL, URGENT, TUFParams
+from ..engines.sim_engine import IterationModel, SimEngineConfig, SimPrompt, SimSegment
+from ..sim.traces import TRACES, Trace
+
+TOKENS_PER_WORD = 1.3
+READING_WORDS_PER_MIN = 300.0
+CHAT_ID = "chat"
+#: shared system prompt of the chat agent (pre-stored, like a robot's skill set)
+CHAT_PREFIX_TOKENS = 64
+
+# Phi-3-mini-128k fp16 on an RTX 4090 (TimelyLLM Table 1: prefill of the 2,884-token test
+# prompt 563 ms, each decode ~22 ms). Same form as the Llama3 calibration in sim_engine:
+#   a + c = 22 ms, a + b * 2884 = 563 ms, c = 0.2 ms/sequence (assumption, see sim_engine).
+PHI3_MINI_RTX4090 = IterationModel(0.0218, (0.563 - 0.0218) / 2884, 0.0002)
+# 3.8 B params fp16 = 7.6 GB weights; Phi-3-mini KV = 2 x 32 layers x 32 heads x 96 x 2 B
+# = 384 KiB/token; (23.2 - 7.6 - 1) GB / 384 KiB ~ 37,000 tokens.
+PHI3_ENGINE = SimEngineConfig(iteration=PHI3_MINI_RTX4090, kv_capacity_tokens=37_000)
+
+
+def tuf_class(tuf: TUFParams) -> str:
+    """``urgent`` / ``normal`` for the paper's presets, else ``custom``."""
+    return "urgent" if tuf == URGENT else "normal" if tuf == NORMAL else "custom"
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    """One row of the trace library (TimelyLLM Table 2)."""
+
+    id: int | str
+    instruction: str
+    robot_kind: str
+    task_type: str
+    tuf_class: str
+    plan: tuple[str, ...]  # segment texts
+    segment_tokens: tuple[int, ...]
+
+    @property
+    def plan_tokens(self) -> int:
+        return sum(self.segment_tokens)
+
+
+def _instruction(tr: Trace) -> str:
+    return {
+        "drone": f"Drone, {tr.description}.",
+        "arm": f"Robot arm, do the {tr.description} on the desk.",
+    }.get(tr.robot_kind, tr.description)
+
+
+def library() -> list[TraceInfo]:
+    """The 11 LRTrace tasks, in id order."""
+    return [TraceInfo(t.id, _instruction(t), t.robot_kind, t.task_type, tuf_class(t.tuf),
+                      tuple(s.text for s in t.prompt.segments),
+                      tuple(s.n_tokens for s in t.prompt.segments)) for t in TRACES.values()]
+
+
+def execution_draws(trace_id: int, n: int, seed: int = 0,
+                    model: ExecutionTimeModel | None = None) -> np.ndarray:
+    """``n`` sampled execution times (s) of the whole plan of ``trace_id``, shape (n, segments)."""
+    tr = TRACES[trace_id]
+    m = model or ExecutionTimeModel(online=False)
+    rng = np.random.default_rng(seed)
+    return np.array([[m.sample(f"{tr.robot_kind}0", tr.robot_kind, s.calls, rng)
+                      for s in tr.prompt.segments] for _ in range(n)])
+
+
+# ----------------------------------------------------------------------------- chat workload
+
+CHAT_PROMPTS = (
+    "You wake up with the ability to hear the thoughts of houseplants.",
+    "The last lighthouse keeper on Earth receives a letter from the sea.",
+    "A robot butler realises its family has been replaced by very polite strangers.",
+    "Every night at 3 a.m. your phone shows a map to a place that does not exist.",
+    "The dragon under the city finally pays its rent.",
+    "You are the only person who remembers that the moon used to be blue.",
+    "A time traveller keeps arriving five minutes too late to stop the same small accident.",
+    "Your reflection starts giving you advice, and it is surprisingly good.",
+)
+_OPENERS = ("It started on a Tuesday.", "Nobody believed me at first.", "The rain had not stopped for days.",
+            "I should have known something was wrong.", "The town was quiet, as always.")
+_SUBJECTS = ("the old man", "my sister", "the robot", "a stranger in a grey coat", "the cat",
+             "the mayor", "the voice", "everyone in the room", "the machine", "the child")
+_VERBS = ("looked at", "whispered to", "walked past", "laughed at", "waited for", "followed",
+          "ignored", "remembered", "pointed at", "stared at")
+_OBJECTS = ("the window", "the empty street", "the letter", "the clock on the wall", "the door",
+            "the map", "the sea", "the garden", "the photograph", "the lights of the city")
+_TAILS = ("and nothing happened.", "as if it had always been there.", "for a very long time.",
+          "without saying a word.", "while the clock ticked on.", "and I felt the floor shift.",
+          "but the answer never came.", "and then it happened again.")
+_QUESTIONS = ("What was I supposed to do?", "Was it real?", "Who else knew?", "Why now?")
+
+
+def _sentence(rng: np.random.Generator) -> str:
+    r = rng.random()
+    if r < 0.1:
+        return str(rng.choice(_QUESTIONS))
+    s = f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {rng.choice(_TAILS)}"
+    return s[0].upper() + s[1:]
+
+
+def compose_story(rng: np.random.Generator) -> tuple[str, str]:
+    """(prompt, story) with 4-7 paragraphs of 3-6 sentences, paragraphs separated by blank lines."""
+    prompt = str(rng.choice(CHAT_PROMPTS))
+    paras = []
+    for p in range(int(rng.integers(4, 8))):
+        sents = [str(rng.choice(_OPENERS))] if p == 0 else []
+        sents += [_sentence(rng) for _ in range(int(rng.integers(3, 7)))]
+        paras.append(" ".join(sents))
+    return prompt, "\n\n".join(paras)
+
+
+def chat_segments(story: str, mode: str) -> tuple[SimSegment, ...]:
+    """The story cut by the project's chat segmenter (``sentence``/``paragraph``/``none``).
+
+    ``none`` (no segmentation: what vLLM produces) yields one segment with the whole story.
+    Tokens = ceil(1.3 x words), plus one end-of-sequence token on the last segment.
+    """
+    if mode == "none":
+        texts = [story]
+    else:
+        from ..segmenters import get_segmenter, segment_all
+
+        seg = get_segmenter(f"chat-{mode}", CHAT)
+        # feed in ~4-character pieces, as a detokenizer would
+        texts = [s.text for s in segment_all(seg, [story[i:i + 4] for i in range(0, len(story), 4)])]
+    out = []
+    for i, text in enumerate(texts):
+        words = len(text.split())
+        eos = 1 if i == len(texts) - 1 else 0
+        out.append(SimSegment(text, max(1, math.ceil(TOKENS_PER_WORD * words)) + eos,
+                              (CHAT.validate("say", (text,)),)))
+    return tuple(out)
+
+
+def chat_goal(robot_id: str, rng: np.random.Generator, mode: str = "sentence",
+              tuf: TUFParams = NORMAL) -> Goal:
+    """One chat request (story generation) for the simulator."""
+    prompt, story = compose_story(rng)
+    segs = chat_segments(story, mode)
+    task_tokens = max(1, math.ceil(TOKENS_PER_WORD * len(prompt.split()))) + 16
+    sp = SimPrompt(CHAT_PREFIX_TOKENS, task_tokens, segs, CHAT.id)
+    n = sum(s.n_tokens for s in segs)
+    return Goal(robot_id, "chat", "chat", sp, tuf, max(n + 8, 64), CHAT.id,
+                f"Write a short story: {prompt}")
+
+
+def reading_time_s(text: str) -> float:
+    """Nominal reading time of ``text`` at 300 words per minute."""
+    return len(text.split()) * 60.0 / READING_WORDS_PER_MIN

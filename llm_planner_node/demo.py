@@ -32,8 +32,8 @@ class DemoGoal:
 
 WORKLOAD = (
     DemoGoal(0.0, "tello_1", "look for the cat", "normal", "drone-normal"),
-    DemoGoal(0.1, "tello_2", "a person is in the way, avoid injuring the person", "urgent", "drone-urgent"),
-    DemoGoal(0.3, "indy_1", "stack the red box on the blue box and the green box on the red box", "normal", "arm"),
+    DemoGoal(0.1, "tello_2", "avoid injuring the person in front of you", "urgent", "drone-urgent"),
+    DemoGoal(0.3, "indy_1", "stack the red, blue and green boxes", "normal", "arm"),
     DemoGoal(0.5, "tello_1", "check for keys or wallets", "normal", "drone-normal"),
 )
 

@@ -37,10 +37,15 @@ class RealtimeSimEngine(SimEngine):
 
 
 def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str) -> object:
-    """The simulated plan for a goal: the trace whose description the instruction mentions."""
+    """The simulated plan for a goal: the LRTrace task whose canonical instruction (planner
+    corpus) or trace description matches the instruction, else the kind's first trace."""
+    from ..planner_model.corpus import canonical_examples
     from ..sim.traces import TRACES
 
-    text = instruction.lower()
+    text = instruction.lower().strip()
+    for ex in canonical_examples():
+        if ex.instruction == text and ex.task_id in TRACES:
+            return TRACES[ex.task_id].prompt
     kind = "drone" if robot_kind == "sim" else robot_kind
     candidates = [t for t in TRACES.values() if t.robot_kind == kind]
     if not candidates:

@@ -176,3 +176,33 @@ def test_adapter_that_dies_mid_plan_aborts_the_goal_with_a_reason(fleet, ros_con
     assert res.status == 6, res.message  # STATUS_TIMEOUT
     assert "ext1 sent no status" in res.message
     assert time.monotonic() - t_dead < 10  # robot_timeout_s = 2 s, not forever
+
+
+def test_engine_failure_ends_affected_goals_and_the_node_keeps_serving(ros_context):
+    """The engine dies mid-generation (its step raises): every goal it was serving ends with
+    STATUS_ENGINE_FAILED and the reason, the node builds a new engine and serves the next goal."""
+    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.core.clock import WallClock
+    from llm_planner_node.engines.factory import RealtimeSimEngine
+    from llm_planner_node.up import running_fleet
+
+    class DiesOnce(RealtimeSimEngine):
+        died = False
+
+        def step(self):
+            if self._running and not DiesOnce.died:
+                DiesOnce.died = True
+                raise RuntimeError("CUDA error: device lost")
+            return super().step()
+
+    with running_fleet(fleet_params(), time_scale=0.05, context=ros_context,
+                       engine=DiesOnce(WallClock())) as f:
+        client = GoalClient(ros_context)
+        with spinning(client.node, ros_context):
+            assert client.wait_for_server(10)
+            first = client.send("d1", "look for the cat", tuf=NORMAL).result(20)
+            assert first.status == 5 and "device lost" in first.message  # STATUS_ENGINE_FAILED
+            assert not isinstance(f.planner.planner.engine, DiesOnce)  # restarted from the factory
+            second = client.send("d1", "look for the cat", tuf=NORMAL).result(20)
+            assert second.status == 0, second.message
+        client.destroy()

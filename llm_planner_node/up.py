@@ -117,8 +117,8 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
 
 @contextlib.contextmanager
 def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any = None,
-                  engine: Any = None) -> Iterator[Fleet]:
-    """Start the planner and every configured adapter; stop everything on exit."""
+                  engine: Any = None, planner: bool = True, adapters: bool = True) -> Iterator[Fleet]:
+    """Start the planner and/or every configured adapter; stop everything on exit."""
     import rclpy
     from rclpy.context import Context
     from rclpy.executors import MultiThreadedExecutor
@@ -135,24 +135,26 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
     with contextlib.ExitStack() as stack:
         if own_context:
             stack.callback(rclpy.try_shutdown, context=context)
-        adapters = AdapterNode("fleet_adapters", context=context)
-        stack.callback(adapters.destroy_node)
-        stack.callback(adapters.shutdown_robots)
+        adapter_node = AdapterNode("fleet_adapters", context=context)
+        stack.callback(adapter_node.destroy_node)
+        stack.callback(adapter_node.shutdown_robots)
         for i, robot in enumerate(params.robots):
-            if robot.adapter == "external":
+            if robot.adapter == "external" or not adapters:
                 continue
             ex = _make_executor(robot, i, time_scale, stack)
             from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 
-            adapters.add_robot(AdapterCore(robot.id, ex, skill_set=DEFAULT_SKILL_SETS[robot.skill_set],
-                                           time_scale=time_scale))
-        factory = engine_factory(params.planner.engine, clock)
-        planner = PlannerNode(params, engine=engine, engine_factory=factory, clock=clock, context=context)
-        stack.callback(planner.destroy_node)
-        stack.callback(planner.close)
+            adapter_node.add_robot(AdapterCore(robot.id, ex, skill_set=DEFAULT_SKILL_SETS[robot.skill_set],
+                                               time_scale=time_scale))
         executor = MultiThreadedExecutor(num_threads=6, context=context)
-        executor.add_node(planner)
-        executor.add_node(adapters)
+        executor.add_node(adapter_node)
+        planner_node = None
+        if planner:
+            factory = engine_factory(params.planner.engine, clock)
+            planner_node = PlannerNode(params, engine=engine, engine_factory=factory, clock=clock, context=context)
+            stack.callback(planner_node.destroy_node)
+            stack.callback(planner_node.close)
+            executor.add_node(planner_node)
         spinner = threading.Thread(target=executor.spin, name="ros-spin", daemon=True)
         spinner.start()
 
@@ -161,7 +163,7 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
             spinner.join(timeout=5)
 
         stack.callback(stop_spinning)
-        yield Fleet(planner, adapters, executor, context)
+        yield Fleet(planner_node, adapter_node, executor, context)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -170,6 +172,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="simulated robots execute this many times faster than real ones (<1 = faster)")
     parser.add_argument("--seconds", type=float, help="exit after this long (default: until Ctrl-C)")
+    parser.add_argument("--only", choices=("all", "planner", "adapters"), default="all",
+                        help="start only the planner node or only the adapters (launch/planner.launch.py "
+                             "runs them as separate processes)")
 
 
 def load_with_overrides(args: argparse.Namespace) -> FleetParams:
@@ -193,9 +198,13 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    print(f"starting planner ({params.planner.engine.kind} engine, policy {params.planner.policy}) "
-          f"and {len(params.robots)} robot adapter(s); Ctrl-C to stop", flush=True)
-    with running_fleet(params, time_scale=args.time_scale):
+    what = {"all": f"planner ({params.planner.engine.kind} engine, policy {params.planner.policy}) and "
+                   f"{len(params.robots)} robot adapter(s)",
+            "planner": f"planner ({params.planner.engine.kind} engine, policy {params.planner.policy})",
+            "adapters": f"{len(params.robots)} robot adapter(s)"}[args.only]
+    print(f"starting {what}; Ctrl-C to stop", flush=True)
+    with running_fleet(params, time_scale=args.time_scale, planner=args.only != "adapters",
+                       adapters=args.only != "planner"):
         print("ready: send goals to the 'plan_task' action (e.g. timely-fleet goal ...)", flush=True)
         deadline = None if args.seconds is None else time.monotonic() + args.seconds
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):

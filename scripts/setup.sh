@@ -105,7 +105,7 @@ fi
 # 4. Build the ROS package (interfaces + Python packages) with colcon ---------------------------
 # shellcheck source=env.sh
 source "$ROOT/scripts/env.sh" --no-install-space
-build_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg action/*.action)"
+build_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg action/*.action launch/*.py bin/*)"
 if ! stamp_ok build "$build_hash" || [ ! -f "$ROOT/ros2_ws/install/timely_fleet/share/timely_fleet/package.xml" ]; then
   say "building the timely_fleet ROS package with colcon (ros2_ws/)"
   rm -rf "$ROOT/ros2_ws/build" "$ROOT/ros2_ws/install"

@@ -30,11 +30,15 @@ class DemoGoal:
     task_type: str
 
 
-WORKLOAD = (
-    DemoGoal(0.0, "tello_1", "look for the cat", "normal", "drone-normal"),
-    DemoGoal(0.1, "tello_2", "avoid injuring the person in front of you", "urgent", "drone-urgent"),
-    DemoGoal(0.3, "indy_1", "stack the red, blue and green boxes", "normal", "arm"),
-    DemoGoal(0.5, "tello_1", "check for keys or wallets", "normal", "drone-normal"),
+#: One round per tuple: each robot gets one goal per round (a robot runs one plan at a time), and
+#: the rounds differ because the arm's world changes (round 1 stacks the boxes).
+WORKLOAD: tuple[tuple[DemoGoal, ...], ...] = (
+    (DemoGoal(0.0, "tello_1", "look for the cat", "normal", "drone-normal"),
+     DemoGoal(0.1, "tello_2", "avoid injuring the person in front of you", "urgent", "drone-urgent"),
+     DemoGoal(0.3, "indy_1", "stack the red, blue and green boxes", "normal", "arm")),
+    (DemoGoal(0.0, "indy_1", "clean the desk", "normal", "arm"),
+     DemoGoal(0.2, "tello_1", "check the book on the cabinet", "normal", "drone-normal"),
+     DemoGoal(0.3, "tello_2", "evade the dog chasing you", "urgent", "drone-urgent")),
 )
 
 
@@ -43,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("vllm", "sim"), help="override planner.engine.kind")
     parser.add_argument("--time-scale", type=float, default=0.25,
                         help="simulated robots run this many times as long as real ones (default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=2, help="how many times the workload is sent")
+    parser.add_argument("--rounds", type=int, default=len(WORKLOAD), choices=range(1, len(WORKLOAD) + 1),
+                        help="how many rounds of goals to send (default: all %(default)s)")
     parser.add_argument("--out", default="out/demo", help="directory for the report and plot")
     parser.add_argument("--timeout", type=float, default=300.0, help="per-goal time limit (s)")
 
@@ -57,10 +62,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"timely-fleet demo: {e}")
         return 2
     known = {r.id for r in params.robots}
-    workload = [g for g in WORKLOAD if g.robot_id in known]
-    if not workload:
+    workload = [[g for g in rnd if g.robot_id in known] for rnd in WORKLOAD[: args.rounds]]
+    if not any(workload):
         print("timely-fleet demo: the parameter file has none of the demo robots "
-              f"({', '.join(g.robot_id for g in WORKLOAD)})")
+              f"({', '.join(sorted({g.robot_id for rnd in WORKLOAD for g in rnd}))})")
         return 2
     print(f"[demo] starting the planner ({params.planner.engine.kind} engine, model "
           f"{params.planner.engine.model}, policy {params.planner.policy}) and {len(params.robots)} robots;"
@@ -89,18 +94,18 @@ def run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _send_workload(client: GoalClient, workload: list[DemoGoal],
+def _send_workload(client: GoalClient, workload: list[list[DemoGoal]],
                    args: argparse.Namespace) -> list[tuple[DemoGoal, GoalHandle]] | None:
-    """Send the workload ``args.rounds`` times with its timing; wait for every result."""
+    """Send each round's goals with their timing; wait for every result before the next round."""
     if not client.wait_for_server(30):
         print("[demo] the planner's action server did not come up")
         return None
     sent: list[tuple[DemoGoal, GoalHandle]] = []
     t0 = time.monotonic()
-    for rnd in range(args.rounds):
+    for rnd, goals in enumerate(workload):
         base = time.monotonic()
         handles = []
-        for g in workload:
+        for g in goals:
             delay = base + g.at_s - time.monotonic()
             if delay > 0:
                 time.sleep(delay)

@@ -71,22 +71,27 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
 
     skill_set = DEFAULT_SKILL_SETS[robot.skill_set]
     kind = "drone" if robot.kind == "sim" else robot.kind
-    if robot.adapter == "sim":
+    adapter = robot.adapter
+    if adapter == "tello-sim":
+        from robot_adapters import netns
+
+        if not netns.available():
+            print(f"note: robot {robot.id}: the Tello simulator needs network namespaces (root and iproute2); "
+                  "using a simulated drone instead", flush=True)
+            adapter = "sim"
+    if adapter == "sim":
         return SampledExecutor(robot.id, kind, skill_set, ExecutionTimeModel(online=False), index,
                                time_scale=time_scale)
-    if robot.adapter in ("tello", "tello-sim"):
+    if adapter in ("tello", "tello-sim"):
         from robot_adapters.drone_executor import TelloExecutor
 
-        if robot.adapter == "tello":
+        if adapter == "tello":
             ex = TelloExecutor(robot.host)
         else:
             import djitellopy
             from robot_adapters import netns
             from robot_adapters.tello_sim import TelloSim
 
-            if not netns.available():
-                raise ParamError(f"robot {robot.id}: adapter 'tello-sim' needs root and iproute2 "
-                                 "(network namespaces); use adapter 'sim' on this machine")
             net = stack.enter_context(netns.TestNetwork())
             ip = net.sim_ips[0]
             sim = net.in_sim(lambda: TelloSim(ip, time_scale=time_scale).start())

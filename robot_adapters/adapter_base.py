@@ -240,6 +240,12 @@ class AdapterCore:
                     continue
                 return None  # strict goal order: wait for the missing segment
             if not g.finished:
+                # The planner sends one plan per robot at a time: once a newer goal's segments
+                # arrive, this plan is complete even if its last segment was not flagged final.
+                if any(self._goals[later].pending for later in self._order if later != gid
+                       and not self._goals[later].finished):
+                    g.finished = True
+                    continue
                 return None  # the current goal may send more segments
         return None
 

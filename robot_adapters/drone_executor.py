@@ -33,14 +33,22 @@ TURN_CMD = {"turn_cw": "cw", "turn_ccw": "ccw"}
 PERCEPTION = ("is_visible", "object_x", "object_y", "object_width", "object_height", "object_dis", "probe")
 
 
+#: Skills that move the drone (auto take-off before the first of them).
+MOTION_SKILLS = frozenset({*MOVE_CMD, *TURN_CMD, "scan", "scan_abstract", "orienting", "approach", "goto"})
+
+
 class TelloExecutor(SkillExecutor):
     robot_kind = "drone"
     skill_set = TELLO_MINISPEC
 
     def __init__(self, host: str, scene: Scene | None = None, *,
                  client_factory: Callable[[], Any] | None = None,
-                 model: ExecutionTimeModel | None = None, time_scale: float = 1.0) -> None:
+                 model: ExecutionTimeModel | None = None, time_scale: float = 1.0,
+                 auto_takeoff: bool = True) -> None:
         self.host = host
+        # TypeFly-style plans assume an airborne drone: take off before the first motion.
+        self.auto_takeoff = auto_takeoff
+        self.flying = False
         self.scene = scene or Scene()
         self.client_factory = client_factory
         self.model = model or ExecutionTimeModel()
@@ -122,16 +130,20 @@ class TelloExecutor(SkillExecutor):
     # ------------------------------------------------------------------ skills
     def execute(self, call: SkillCall, cancel: threading.Event) -> Any:
         n, a = call.name, call.args
+        if self.auto_takeoff and not self.flying and n in MOTION_SKILLS:
+            self.execute(SkillCall("takeoff"), cancel)
         if n in MOVE_CMD:
             self._move(n, int(a[0]), cancel)
         elif n in TURN_CMD:
             self._turn(n, int(a[0]), cancel)
         elif n == "takeoff":
             self._send("takeoff", call, cancel)
+            self.flying = True
             x, y, _z, yaw = self.scene.pose
             self.scene.set_pose(x, y, 80.0, yaw)
         elif n == "land":
             self._send("land", call, cancel)
+            self.flying = False
             x, y, _z, yaw = self.scene.pose
             self.scene.set_pose(x, y, 0.0, yaw)
         elif n in PERCEPTION:

@@ -158,6 +158,7 @@ class VllmEngine:
             engine = getattr(self, "_engine", None)
             if engine is not None:
                 engine.shutdown()
+                self._engine = None  # collected now, not by AsyncLLM.__del__ at interpreter exit
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for t in tasks:
                 t.cancel()

@@ -133,3 +133,23 @@ def test_minispec_goal_over_several_segments_reports_each_segment_separately():
     assert all(len(done[k].skill_durations_s) == len(done[k].skill_names) for k in done)
     executing = [(e.sequence, e.current_skill) for e in events if e.state == STATE_EXECUTING]
     assert executing == [(0, "turn_cw"), (1, "move_forward"), (1, "move_up"), (2, "take_picture")]
+
+
+def test_a_newer_goal_completes_a_plan_whose_last_segment_was_not_flagged_final():
+    """The planner sends one plan per robot at a time and cannot always flag the last segment:
+    the next goal's segments must not wait forever behind the finished plan."""
+    events = []
+    ex = SimulatedExecutor("d", "drone", T, lambda c: 0.01)
+    core = AdapterCore("d", ex, events.append).start()
+    try:
+        core.submit(SegmentIn("g1", 0, skills=[("tc", ["90"])]))
+        core.submit(SegmentIn("g1", 1, skills=[("mf", ["100"])]))  # last segment, final=False
+        assert _wait(lambda: sum(e.state == STATE_DONE for e in events) == 2)
+        core.submit(SegmentIn("g2", 0, skills=[("mu", ["50"])]))
+        assert _wait(lambda: any(e.goal_id == "g2" and e.state == STATE_DONE for e in events), timeout=3)
+        # but a goal whose own next segment is missing still blocks (strict order within a goal)
+        core.submit(SegmentIn("g3", 1, skills=[("md", ["50"])]))
+        time.sleep(0.3)
+        assert not any(e.goal_id == "g3" and e.state == STATE_DONE for e in events)
+    finally:
+        core.shutdown()

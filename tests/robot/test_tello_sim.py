@@ -120,3 +120,21 @@ def test_minispec_segment_through_executor(tello_net, sim):
         want = model.predict("tello", "drone", [call])
         assert abs(m - want) <= model.tolerance("drone", call) + 0.1 / SCALE, (call, m, want)
     ex.close()
+
+
+@pytest.mark.parametrize("sim", [1], indirect=True)
+def test_plan_without_takeoff_takes_off_once_before_the_first_motion(tello_net, sim):
+    """TypeFly-style plans assume an airborne drone: the executor takes off by itself, once."""
+    import threading
+
+    from robot_adapters.drone_executor import TelloExecutor
+    from robot_adapters.minispec_interpreter import MiniSpecInterpreter
+
+    ex = TelloExecutor(sim.host, client_factory=lambda: _tello(tello_net, sim.host), time_scale=SCALE)
+    ex.connect()
+    try:
+        MiniSpecInterpreter(T, lambda call: ex.execute(call, threading.Event())).run_text("tc,30;mf,50;tu,30;")
+        assert [c for c in sim.commands() if not c.endswith("?")] == [
+            "command", "takeoff", "cw 30", "forward 50", "ccw 30"]
+    finally:
+        ex.close()

@@ -134,6 +134,7 @@ class PlannerNode(Node):
         self._busy_robots: dict[str, str] = {}
         self.counters: Counter[str] = Counter()
         self._rate_mark = (self.clock.now(), 0)   # (time, tokens generated) at the last stats
+        self._forgotten_tokens = 0                # tokens of requests already dropped from the core
 
         self._cb = ReentrantCallbackGroup()
         self._seg_pubs = {r.id: self.create_publisher(SkillSegment, segments_topic(r.id), SEGMENT_QOS)
@@ -147,7 +148,7 @@ class PlannerNode(Node):
                                     goal_callback=lambda _g: GoalResponse.ACCEPT,
                                     cancel_callback=lambda _h: CancelResponse.ACCEPT,
                                     callback_group=self._cb)
-        self.create_timer(1.0, self._publish_stats, callback_group=self._cb)
+        self.create_timer(1.0, lambda: self._cmds.put(self._publish_stats), callback_group=self._cb)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._scheduler_loop, name="planner-core", daemon=True)
         self._thread.start()
@@ -303,6 +304,7 @@ class PlannerNode(Node):
     def _forget(self, rec: _GoalRecord) -> None:
         self._records.pop(rec.request_id, None)
         self._by_goal_id.pop(rec.goal_id, None)
+        self._forgotten_tokens += self.planner.requests[rec.request_id].generated_tokens
         self.planner.forget(rec.request_id)
 
     def _cancel(self, rid: int) -> None:
@@ -393,10 +395,11 @@ class PlannerNode(Node):
 
     # -- diagnostics -------------------------------------------------------------------------------
     def _publish_stats(self) -> None:
-        reqs = self.planner.requests.values()
+        """Diagnostics (runs on the scheduler thread, like every access to the core)."""
+        reqs = list(self.planner.requests.values())
         states = Counter(r.state for r in reqs)
         now = self.clock.now()
-        total = sum(r.generated_tokens for r in reqs)
+        total = self._forgotten_tokens + sum(r.generated_tokens for r in reqs)
         t0, n0 = self._rate_mark
         self._rate_mark = (now, total)
         engine = self.planner.engine
@@ -421,7 +424,7 @@ class PlannerNode(Node):
                     self.planner.cancel(rid)
         self._cmds.put(end_all)
         deadline = time.monotonic() + 2.0
-        while any(not r.done.is_set() for r in self._records.values()) and time.monotonic() < deadline:
+        while any(not r.done.is_set() for r in list(self._records.values())) and time.monotonic() < deadline:
             time.sleep(0.02)
         self._stop.set()
         self._thread.join(timeout=5)

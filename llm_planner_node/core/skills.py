@@ -97,6 +97,12 @@ class SkillSpec:
     def min_args(self) -> int:
         return sum(1 for a in self.args if not a.optional)
 
+    def check_arity(self, n: int) -> None:
+        """Raise SkillError unless the skill takes ``n`` arguments."""
+        if not (self.min_args <= n <= len(self.args)):
+            want = str(len(self.args)) if self.min_args == len(self.args) else f"{self.min_args}-{len(self.args)}"
+            raise SkillError(f"skill '{self.name}' takes {want} argument(s), got {n}")
+
 
 @dataclass(frozen=True)
 class SkillCall:
@@ -148,13 +154,7 @@ class SkillSet:
         """Return the canonical, type-checked call, or raise SkillError (unknown/unsafe)."""
         spec = self.spec(name)
         args = list(args)
-        if not (spec.min_args <= len(args) <= len(spec.args)):
-            want = (
-                str(len(spec.args))
-                if spec.min_args == len(spec.args)
-                else f"{spec.min_args}-{len(spec.args)}"
-            )
-            raise SkillError(f"skill '{spec.name}' takes {want} argument(s), got {len(args)}")
+        spec.check_arity(len(args))
         return SkillCall(spec.name, tuple(a.coerce(spec.name, v) for a, v in zip(spec.args, args)))
 
     def prompt_text(self) -> str:

@@ -205,13 +205,7 @@ def check_call(
                         )
         if is_var is None or not any(is_var(v) for v in args):
             return skill_set.validate(name, args)
-        if not (spec.min_args <= len(args) <= len(spec.args)):
-            want = (
-                str(len(spec.args))
-                if spec.min_args == len(spec.args)
-                else f"{spec.min_args}-{len(spec.args)}"
-            )
-            raise SkillError(f"skill '{spec.name}' takes {want} argument(s), got {len(args)}")
+        spec.check_arity(len(args))
         out = tuple(v if is_var(v) else a.coerce(spec.name, v) for a, v in zip(spec.args, args))
         return SkillCall(spec.name, out)
     except PlanError:

@@ -206,3 +206,62 @@ def test_engine_failure_ends_affected_goals_and_the_node_keeps_serving(ros_conte
             second = client.send("d1", "look for the cat", tuf=NORMAL).result(20)
             assert second.status == 0, second.message
         client.destroy()
+
+
+def test_segments_are_resent_to_an_adapter_that_missed_them(fleet, ros_context):
+    """Segment topics are volatile: an adapter that starts after a segment was published never
+    sees it, so the planner re-sends unacknowledged segments until the adapter answers."""
+    from rclpy.executors import SingleThreadedExecutor
+    from timely_fleet.msg import SkillSegment
+
+    from llm_planner_node.core.execution_time import ExecutionTimeModel
+    from llm_planner_node.core.skills import TELLO_MINISPEC
+    from llm_planner_node.node import SEGMENT_QOS
+    from robot_adapters.adapter_base import AdapterCore, AdapterNode
+    from robot_adapters.sim_fleet import SampledExecutor
+
+    published = record(fleet.client.node, SkillSegment, "/robots/ext1/segments", SEGMENT_QOS)
+    time.sleep(0.5)
+    h = fleet.client.send("ext1", "look for the cat", tuf=NORMAL)
+    deadline = time.monotonic() + 10
+    while not published and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert published, "nothing dispatched"
+    time.sleep(0.3)  # the first segment is out and nobody acknowledged it
+    adapter = AdapterNode("late_adapter", context=ros_context)
+    adapter.add_robot(AdapterCore("ext1", SampledExecutor("ext1", "drone", TELLO_MINISPEC,
+                                                          ExecutionTimeModel(online=False), 0, time_scale=0.05),
+                                  time_scale=0.05))
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(adapter)
+    try:
+        while not h.done and time.monotonic() < deadline + 20:
+            ex.spin_once(timeout_sec=0.05)
+        res = h.result(1)
+    finally:
+        adapter.shutdown_robots()
+        ex.shutdown()
+        adapter.destroy_node()
+    assert res.status == 0, res.message
+    seq0 = [m for _, m in published if m.sequence == 0 and not m.cancel]
+    assert len(seq0) >= 2, "segment 0 was never re-sent"
+
+
+def test_diagnostics_report_policy_counters_and_queue(fleet):
+    from timely_fleet.msg import PlannerStats
+
+    stats = record(fleet.client.node, PlannerStats, "/planner/diagnostics", 10)
+    ok = fleet.client.send("d1", "look for the cat", tuf=NORMAL).result(30)
+    bad = fleet.client.send("ghost", "look for the cat", tuf=NORMAL).result(10)
+    assert ok.status == 0 and bad.status == 1
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(m.goals_rejected >= 1 and m.goals_succeeded >= 1
+                                                  for _, m in stats):
+        time.sleep(0.1)
+    last = stats[-1][1]
+    assert last.policy == "timelyllm"
+    assert last.goals_succeeded >= 1 and last.goals_rejected >= 1
+    assert last.active_goals == 0 and last.queued == 0 and last.running == 0
+    assert 0.0 <= last.kv_free_fraction <= 1.0 and last.kv_free_fraction > 0.9
+    assert any(m.tokens_per_s > 0 for _, m in stats)  # the goal's tokens show up in the rate
+    assert all(m.tokens_per_s >= 0 for _, m in stats)  # finished goals never make it negative

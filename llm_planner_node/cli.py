@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("record planner goals, results, segments and robot status to a rosbag2", "llm_planner_node.evaluation.record_cmd"),
     "replay": ("re-send a recording's goals with their original timing to a running node", "llm_planner_node.evaluation.replay_cmd"),
     "paper": ("reproduce TimelyLLM's evaluation in the simulator (markdown report + figures)", "llm_planner_node.evaluation.paper"),
+    "compare": ("Trail, LTR, LAMPS and hybrid headline effects vs their papers + WID1-3 table", "llm_planner_node.evaluation.compare"),
+    "calibrate": ("measure the real engine and fit the simulator's iteration-time model", "llm_planner_node.bench.calibrate"),
 }
 
 _SOURCE_ROOT = Path(__file__).resolve().parents[1]

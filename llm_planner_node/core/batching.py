@@ -40,12 +40,19 @@ class RunningView:
     deadline: when the current segment must start executing (arrival + ERT for k = 0, predicted
     end of the previous segment's execution for k > 0); remaining_tokens: max segment tokens -
     tokens generated in the current segment (at least 1); token_time: recent seconds per token.
+    Optional columns (the planner always fills them; see ``QueueView``): pred, pred0, age,
+    ctx, and kv (KV tokens reserved).
     """
 
     gen_id: np.ndarray
     deadline: np.ndarray
     remaining_tokens: np.ndarray
     token_time: np.ndarray
+    pred: np.ndarray | None = None
+    pred0: np.ndarray | None = None
+    age: np.ndarray | None = None
+    ctx: np.ndarray | None = None
+    kv: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.gen_id)
@@ -53,7 +60,15 @@ class RunningView:
     @staticmethod
     def empty() -> "RunningView":
         z = np.zeros(0)
-        return RunningView(_EMPTY, z, z, z)
+        return RunningView(_EMPTY, z, z, z, z, z, _EMPTY, _EMPTY, _EMPTY)
+
+    def without(self, gen_ids: np.ndarray, free_kv: int) -> tuple["RunningView", int]:
+        """The view after suspending ``gen_ids`` and the free KV tokens their reservations add."""
+        keep = ~np.isin(self.gen_id, gen_ids)
+        freed = int(self.kv[~keep].sum()) if self.kv is not None else 0
+        cols = {f: (None if getattr(self, f) is None else getattr(self, f)[keep])
+                for f in self.__dataclass_fields__}
+        return RunningView(**cols), free_kv + freed
 
 
 class Admission(Protocol):
@@ -63,7 +78,7 @@ class Admission(Protocol):
         ...
 
 
-def _kv_prefix(take: np.ndarray, kv_need: np.ndarray, free_kv: int) -> np.ndarray:
+def kv_prefix(take: np.ndarray, kv_need: np.ndarray, free_kv: int) -> np.ndarray:
     """The longest prefix of ``take`` whose summed KV need fits in ``free_kv``."""
     return take[: int(np.searchsorted(np.cumsum(kv_need[take]), free_kv, side="right"))]
 
@@ -83,7 +98,7 @@ class FixedBatch:
         slots = self.max_batch - len(running)
         if slots <= 0:
             return _EMPTY
-        return _kv_prefix(order[:slots], q.kv_need, free_kv)
+        return kv_prefix(order[:slots], q.kv_need, free_kv)
 
 
 @dataclass(frozen=True)
@@ -106,4 +121,4 @@ class LatencyGuided:
                now: float, net_latency: float) -> np.ndarray:
         if len(order) == 0 or not self.wcet_ok(running, now, net_latency):
             return _EMPTY
-        return _kv_prefix(order[: self.per_step], q.kv_need, free_kv)
+        return kv_prefix(order[: self.per_step], q.kv_need, free_kv)

@@ -23,7 +23,12 @@ Contract (both the live vLLM backend and ``engines/sim_engine.py`` implement it)
   The core admits a generation only if its worst case ``prompt tokens + max_tokens`` fits in
   ``free_kv_tokens()`` (summed over the generations admitted in one decision).
   ``count_prompt_tokens(prompt)``: prompt length in tokens.
-- ``abort``, ``suspend`` and ``resume`` of an id the engine no longer runs are no-ops (events
+- ``retain(gen_id, mode)``: how a suspended generation's KV context is kept until ``resume``
+  (LAMPS / INFERCEPT): ``cache`` (default: left in free KV memory as prefix cache, LRU-evictable),
+  ``preserve`` (pinned in KV memory), ``discard`` (freed; recomputed on resume), ``swap``
+  (moved to host memory; swapped back on resume). Returns the mode applied: engines map modes
+  they cannot do (or that do not fit now) to the nearest one they can (documented per engine).
+- ``abort``, ``suspend``, ``resume`` and ``retain`` of an id the engine no longer runs are no-ops (events
   and commands cross in the live engine).
 
 Segments: the engine detects segment boundaries (a segmenter at the edge for the live engine,
@@ -108,6 +113,7 @@ class FailedEvent:
 
 
 EngineEvent = Union[TokensEvent, SegmentEvent, FinishedEvent, FailedEvent]
+RETENTION_MODES = ("cache", "preserve", "discard", "swap")
 
 
 class Engine(Protocol):
@@ -126,5 +132,7 @@ class Engine(Protocol):
     def suspend(self, gen_id: int) -> None: ...
 
     def abort(self, gen_id: int) -> None: ...
+
+    def retain(self, gen_id: int, mode: str) -> str: ...
 
     def step(self) -> Sequence[EngineEvent]: ...

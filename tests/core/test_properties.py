@@ -14,7 +14,8 @@ from llm_planner_node.sim.traces import TRACES
 from llm_planner_node.sim.workload import Arrival, generate, goal_for, WorkloadSpec
 
 NET = 0.008
-POLICIES = ["vllm", "vllm-stream", "seg-fcfs", "seg-edf", "timelyllm"]
+POLICIES = ["vllm", "vllm-stream", "seg-fcfs", "seg-edf", "timelyllm", "trail", "ltr", "lamps", "hybrid",
+            "timelyllm-lamps", "timelyllm-trail"]
 
 arrival_st = st.tuples(st.floats(0, 3, allow_nan=False), st.sampled_from(sorted(TRACES)))
 workload_st = st.lists(arrival_st, min_size=1, max_size=14)

@@ -11,6 +11,12 @@ the whole plan is dispatched when generation ends).
 A new policy is one module in this package: subclass :class:`Policy`, set ``name`` and the
 flags, implement :meth:`Policy.order` (and optionally :meth:`Policy.make_admission` or
 :meth:`Policy.preempt`), decorate with :func:`register`. The package imports every module.
+
+Optional hooks for length- and memory-aware policies (Trail, LTR, LAMPS, hybrid):
+:meth:`Policy.make_predictor` (the simulator-fed length predictor used when the planner is given
+none), :meth:`Policy.retention` (how a suspended generation's KV context is kept during its
+robot action: ``preserve`` / ``discard`` / ``swap``, or None for the engine's default prefix
+cache) and ``engine_iteration`` (the simulated engine's iteration rule the policy assumes).
 """
 
 from __future__ import annotations
@@ -22,11 +28,26 @@ from typing import ClassVar, TypeVar
 import numpy as np
 
 from ..batching import Admission, FixedBatch, RunningView
+from ..predictors import LengthPredictor
 from ..queue import QueueView
 
 #: vLLM's default ``max_num_seqs``: baselines batch as much as KV memory allows.
 DEFAULT_MAX_BATCH = 256
 _NONE = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A generation just suspended for its robot action (LAMPS: an API call), in KV tokens.
+
+    ctx: its context; until_needed_s: predicted time until that action ends; g_s: estimated
+    generation time of its next segment; other_ctx: context of the generations still running.
+    """
+
+    ctx: int
+    until_needed_s: float
+    g_s: float
+    other_ctx: int
 
 
 @dataclass(frozen=True)
@@ -43,6 +64,8 @@ class Policy(ABC):
     name: ClassVar[str]
     suspends_at_segments: ClassVar[bool]
     dispatches_early: ClassVar[bool]
+    #: simulated engine iteration rule this policy assumes (None: the engine's configured one)
+    engine_iteration: ClassVar[str | None] = None
 
     def __init__(self, max_batch: int | None = None) -> None:
         self.admission: Admission = self.make_admission(max_batch)
@@ -59,12 +82,22 @@ class Policy(ABC):
         """Running request ids to suspend now (none for the paper's policies)."""
         return _NONE
 
+    def make_predictor(self, seed: int = 0) -> LengthPredictor | None:
+        """Length predictor fed from the simulated trace (None: the policy needs none)."""
+        return None
+
+    def retention(self, pause: Pause) -> str | None:
+        """KV handling of a generation suspended at a segment boundary (None: engine default)."""
+        return None
+
     def decide(self, q: QueueView, running: RunningView, free_kv: int, now: float,
                net_latency: float) -> Decision:
         """One scheduling decision: re-prioritise for ``now``, then apply batch admission."""
         preempt = self.preempt(q, running, now)
         if len(q) == 0:
             return Decision(_NONE, preempt)
+        if len(preempt):
+            running, free_kv = running.without(preempt, free_kv)
         rows = self.admission.select(self.order(q, now, net_latency), q, running, free_kv, now,
                                      net_latency)
         return Decision(q.gen_id[rows], preempt)
@@ -85,4 +118,25 @@ def register(cls: P) -> P:
 def fcfs_order(q: QueueView) -> np.ndarray:
     """Rows by arrival order (the goal's first arrival, kept across suspensions)."""
     return np.argsort(q.seq, kind="stable")
+
+
+def displaced(queued_keys: np.ndarray, running_keys: np.ndarray, preemptible: np.ndarray,
+              running_ids: np.ndarray, slots: int) -> np.ndarray:
+    """Running ids to preempt when running and queued jobs are ranked together (lower key
+    first) and only the best ``slots`` may run: the preemptible running jobs that a better
+    queued job displaces from the top ``slots`` (Trail / LTR joint ranking)."""
+    if len(queued_keys) == 0 or len(running_keys) == 0:
+        return _NONE
+    keys = np.concatenate([running_keys, queued_keys])
+    pinned = np.concatenate([~preemptible, np.zeros(len(queued_keys), bool)])
+    # pinned running jobs keep their slots; the rest compete by key for what is left
+    free = max(0, slots - int(pinned[: len(running_keys)].sum()))
+    compete = np.flatnonzero(~pinned)
+    winners = set(compete[np.argsort(keys[compete], kind="stable")][:free].tolist())
+    losers = [i for i in range(len(running_keys)) if preemptible[i] and i not in winners]
+    out = [running_ids[i] for i in sorted(losers, key=lambda i: -running_keys[i])]  # worst first
+    # preempt only as many as queued jobs actually take the freed slots
+    n_queued_in = sum(1 for w in winners if w >= len(running_keys))
+    room = slots - len(running_keys)
+    return np.array(out[: max(0, n_queued_in - max(0, room))], dtype=np.int64)
 

@@ -51,7 +51,7 @@ from .core.policies import get_policy, policy_names
 from .core.skills import DEFAULT_SKILL_SETS, SkillCall
 from .core.task_model import GenState, Goal, Request, Segment
 from .core.tuf import TUFParams, tuf0
-from .engines.factory import prompt_builder_for
+from .engines.factory import predictor_for, prompt_builder_for
 from .params import FleetParams
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,8 @@ class PlannerNode(Node):
         policy = get_policy(self.pp.policy, max_batch=self.pp.max_batch if self.pp.batching_mode == "fixed" else None)
         self.exec_model = ExecutionTimeModel()
         self.planner = Planner(engine, policy, self.clock, self.exec_model, sink=self,
-                               config=PlannerConfig(network_latency_s=self.pp.network_latency_s))
+                               config=PlannerConfig(network_latency_s=self.pp.network_latency_s),
+                               predictor=predictor_for(policy, self.pp.engine))
         self._cmds: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._records: dict[int, _GoalRecord] = {}
         self._by_goal_id: dict[str, int] = {}

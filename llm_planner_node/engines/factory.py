@@ -8,7 +8,7 @@ and iterations take the calibrated time of the simulated GPU, in wall-clock time
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from ..core.clock import Clock
 from ..core.engine_api import Engine, EngineEvent
@@ -54,6 +54,28 @@ def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str) -> 
         if t.description.lower() in text or text in t.description.lower():
             return t.prompt
     return candidates[0].prompt
+
+
+#: Live length predictors (on the planner model) for the length-aware policies.
+LIVE_PREDICTORS = {"trail": "trail_probe", "hybrid": "trail_probe", "ltr": "ltr_ranker"}
+
+
+def predictor_for(policy: Any, params: EngineParams) -> Any:
+    """The length predictor a policy uses in the node: the simulator-fed default with the
+    simulated engine; with vLLM the real one (Trail's hidden-state probe or the LTR ranker)."""
+    if params.kind == "sim" or policy.make_predictor() is None:
+        return None
+    which = LIVE_PREDICTORS.get(policy.name)
+    if which == "trail_probe":
+        from ..predictors.trail_probe import TrailProbePredictor
+
+        return TrailProbePredictor()
+    if which == "ltr_ranker":
+        from ..predictors.ltr_ranker import LTRPredictor
+
+        return LTRPredictor()
+    raise ValueError(f"policy '{policy.name}' needs per-segment length predictions that only the "
+                     "simulator provides: run it with engine.kind: sim or `timely-fleet eval --engine sim`")
 
 
 def engine_factory(params: EngineParams, clock: Clock) -> Callable[[], Engine]:

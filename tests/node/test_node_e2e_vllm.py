@@ -85,3 +85,38 @@ def test_cancel_mid_plan_on_vllm(fleet):
     assert res.status == 2 and res.message
     after = fleet.client.send("d1", "look for the cat", tuf=NORMAL).result(60)
     assert after.status == 0, after.message  # the node keeps serving
+
+
+@pytest.mark.parametrize("policy", ["trail", "ltr"])
+def test_length_aware_policies_run_in_the_node_with_their_real_predictors(ros_context, vllm_engine, policy):
+    """trail and ltr in the live node use the planner model's hidden-state probe / ranker."""
+    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.params import parse_params
+    from llm_planner_node.predictors.ltr_ranker import LTRPredictor
+    from llm_planner_node.predictors.trail_probe import TrailProbePredictor
+    from llm_planner_node.up import running_fleet
+
+    params = parse_params({"planner": {"policy": policy, "engine": {"kind": "vllm"}},
+                           "robots": [{"id": "d1", "kind": "drone"}, {"id": "d2", "kind": "drone"}]})
+    with running_fleet(params, time_scale=0.05, context=ros_context, engine=vllm_engine) as f:
+        want = TrailProbePredictor if policy == "trail" else LTRPredictor
+        assert isinstance(f.planner.planner.predictor, want)
+        client = GoalClient(ros_context)
+        with spinning(client.node, ros_context):
+            assert client.wait_for_server(10)
+            a = client.send("d1", "look for the cat", tuf=NORMAL)
+            b = client.send("d2", "evade the dog chasing you", tuf=URGENT)
+            ra, rb = a.result(60), b.result(60)
+        client.destroy()
+    assert ra.status == 0 and rb.status == 0, (ra.message, rb.message)
+
+
+def test_policy_without_a_live_predictor_is_refused_with_a_reason(ros_context, vllm_engine):
+    from llm_planner_node.params import parse_params
+    from llm_planner_node.up import running_fleet
+
+    params = parse_params({"planner": {"policy": "lamps", "engine": {"kind": "vllm"}},
+                           "robots": [{"id": "d1", "kind": "drone"}]})
+    with pytest.raises(ValueError, match="only the simulator provides"):
+        with running_fleet(params, context=ros_context, engine=vllm_engine):
+            pass

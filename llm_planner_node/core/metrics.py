@@ -97,6 +97,19 @@ class Summary:
         return asdict(self)
 
 
+def outcome_stats(outs: Sequence[Outcome]) -> tuple[float, float, float, float, float, float]:
+    """(mean utility, mean % of beta, mean segment utility, mean response, P90 response, mean
+    robot waiting) of completed goals; NaNs when there are none."""
+    if not outs:
+        return (float("nan"),) * 6
+    util = np.array([o.time_utility for o in outs])
+    beta = np.array([o.tuf.beta for o in outs])
+    resp = np.array([o.response_s for o in outs])
+    return (float(util.mean()), float(100 * (util / beta).mean()),
+            float(np.mean([o.segment_utility for o in outs])), float(resp.mean()),
+            float(np.percentile(resp, 90)), float(np.mean([o.waiting_s for o in outs])))
+
+
 def summarize(policy: str, requests: Iterable[Request], network_latency: float,
               span_s: float) -> list[Summary]:
     """Per-task-type summaries plus ``"all"``; tokens/s = generated tokens / ``span_s``."""
@@ -109,15 +122,6 @@ def summarize(policy: str, requests: Iterable[Request], network_latency: float,
         reqs = groups[task_type]
         outs = [o for o in (request_outcome(r, network_latency) for r in reqs) if o is not None]
         tokens = sum(r.generated_tokens for r in reqs)
-        if outs:
-            util = np.array([o.time_utility for o in outs])
-            beta = np.array([o.tuf.beta for o in outs])
-            resp = np.array([o.response_s for o in outs])
-            stats = (float(util.mean()), float(100 * (util / beta).mean()),
-                     float(np.mean([o.segment_utility for o in outs])), float(resp.mean()),
-                     float(np.percentile(resp, 90)), float(np.mean([o.waiting_s for o in outs])))
-        else:
-            stats = (float("nan"),) * 6
-        out.append(Summary(policy, task_type, len(reqs), len(outs), *stats,
+        out.append(Summary(policy, task_type, len(reqs), len(outs), *outcome_stats(outs),
                            tokens / span_s if span_s > 0 else float("nan")))
     return out

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..core.metrics import Outcome, Summary
+from ..core.metrics import Outcome, Summary, outcome_stats
 
 FIELDS = ("goals", "completed", "mean_utility", "utility_pct_of_beta", "mean_segment_utility",
           "mean_response_s", "p90_response_s", "mean_waiting_s", "tokens_per_s")
@@ -47,17 +47,8 @@ def summarize_outcomes(policy: str, outcomes: Iterable[Outcome], goals: Mapping[
     out = []
     for tt in sorted(set(n_goals) | set(groups), key=lambda t: (t == "all", t)):
         outs = groups.get(tt, [])
-        if outs:
-            util = np.array([o.time_utility for o in outs])
-            beta = np.array([o.tuf.beta for o in outs])
-            resp = np.array([o.response_s for o in outs])
-            stats = (float(util.mean()), float(100 * (util / beta).mean()),
-                     float(np.mean([o.segment_utility for o in outs])), float(resp.mean()),
-                     float(np.percentile(resp, 90)), float(np.mean([o.waiting_s for o in outs])))
-        else:
-            stats = (float("nan"),) * 6
         tok = n_tok.get(tt, 0)
-        out.append(Summary(policy, tt, n_goals.get(tt, len(outs)), len(outs), *stats,
+        out.append(Summary(policy, tt, n_goals.get(tt, len(outs)), len(outs), *outcome_stats(outs),
                            tok / span_s if span_s > 0 else float("nan")))
     return out
 

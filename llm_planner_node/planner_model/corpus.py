@@ -17,7 +17,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Callable, Literal
 
-RobotKind = Literal["drone", "arm"]
+RobotKind = Literal["drone", "arm", "chat"]
 TufClass = Literal["normal", "urgent"]
 
 
@@ -333,7 +333,7 @@ def held_out_variations(n_per_task: int = 10, seed: int = 12345, exclude: set[st
 
 
 def segmenter_for(kind: RobotKind) -> str:
-    return "minispec" if kind == "drone" else "arm"
+    return {"drone": "minispec", "sim": "minispec", "chat": "chat-sentence"}.get(kind, "arm")
 
 
 def validate_corpus(examples: list[PlanExample]) -> None:
@@ -344,3 +344,125 @@ def validate_corpus(examples: list[PlanExample]) -> None:
     for ex in examples:
         ss = DEFAULT_SKILL_SETS[DEFAULT_SKILL_SET_FOR_KIND[ex.robot_kind]]
         segment_all(get_segmenter(segmenter_for(ex.robot_kind), ss), [ex.plan])
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Chat task family (WritingPrompts-style short stories for the chat robot; TimelyLLM 7.4.2)
+# ---------------------------------------------------------------------------------------------
+# "tell a <mood> story about <a subject> [in <the place>]" -> a 3-5 sentence story of ~40-70 words.
+# The mood selects the template (so the story is a function of the instruction, which a tiny model
+# can learn exactly); subject and place are copied into it. Chat examples are kept apart from the
+# 11 LRTrace tasks: ``canonical_examples()``/``generate_corpus()`` are unchanged; use
+# ``canonical_chat_examples()``/``generate_chat_corpus()``. Segmentation: ``get_segmenter("chat")``.
+CHAT_TASK_ID = 12
+CHAT_TASK_NAME = "short story"
+CHAT_SUBJECTS = [
+    "fox", "owl", "robot", "dragon", "cat", "rabbit", "bear", "turtle", "mouse", "penguin", "elephant",
+    "lion", "duck", "frog", "squirrel", "wolf", "tiger", "horse", "goat", "puppy", "kitten", "snail",
+    "bee", "whale", "unicorn", "octopus", "hedgehog", "badger", "camel", "parrot", "monkey", "dolphin",
+]
+CHAT_PLACES = [
+    "forest", "village", "city", "desert", "garden", "castle", "library", "kitchen", "harbor", "jungle",
+    "meadow", "school", "museum", "farm", "island", "park", "valley", "lighthouse",
+]
+CHAT_DEFAULT_PLACE = "village"
+CHAT_VERBS = ["tell a", "tell me a", "write a"]
+CHAT_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "short": (
+        "Once upon a time, {a_subj} lived in the {place}.",
+        "Every morning the {subj} watched the sky and dreamed of a long journey.",
+        "One day a strong wind carried an old map to its feet.",
+        "The {subj} followed the map and found a hidden garden full of light.",
+        "From then on, the {subj} shared the garden with every friend it met.",
+    ),
+    "funny": (
+        "{A_subj} in the {place} decided to learn how to dance.",
+        "The first lesson ended with the {subj} tangled in a curtain.",
+        "The second lesson ended with a broken teapot and a very surprised cat.",
+        "By the third lesson, the {subj} had invented a brand new dance that everyone in the {place} still does today.",
+    ),
+    "sad": (
+        "The old {subj} sat alone in the {place} as the cold rain began to fall.",
+        "Its best friend had moved far away last spring.",
+        "Each evening the {subj} left a small light burning in the window and waited.",
+        "No one came, but the {subj} kept the light on, just in case.",
+    ),
+    "happy": (
+        "{A_subj} found a shiny golden key in the {place}.",
+        "The key opened a tiny door under an old tree.",
+        "Behind the door was a party with music, cake and dozens of new friends.",
+        "The {subj} danced until the stars came out and walked home with a big smile.",
+    ),
+    "bedtime": (
+        "As night fell over the {place}, a sleepy {subj} curled up under a warm blanket.",
+        "The moon sang a gentle song through the window.",
+        "The {subj} dreamed of flying over mountains, rivers and sleeping towns.",
+        "In the morning, the {subj} woke up happy and ready for a new day.",
+    ),
+}
+CHAT_MOODS = tuple(CHAT_TEMPLATES)
+#: The three canonical chat instructions (greedy generation is tested on these).
+CHAT_CANONICAL_SUBJECTS = ("fox", "robot", "dragon")
+
+
+def _article(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
+
+
+def chat_story(subject: str, mood: str = "short", place: str | None = None) -> str:
+    """The story for one chat instruction (sentences joined by single spaces)."""
+    a = _article(subject)
+    slots = {"subj": subject, "a_subj": a, "A_subj": a[0].upper() + a[1:], "place": place or CHAT_DEFAULT_PLACE}
+    return " ".join(s.format(**slots) for s in CHAT_TEMPLATES[mood])
+
+
+def chat_instruction(subject: str, mood: str = "short", place: str | None = None, verb: str = "tell a") -> str:
+    text = f"{verb} {mood} story about {_article(subject)}"
+    return f"{text} in the {place}" if place else text
+
+
+def _chat_example(instr: str, story: str, canonical: bool = False) -> PlanExample:
+    return PlanExample(CHAT_TASK_ID, CHAT_TASK_NAME, "chat", "normal", instr, story, canonical)
+
+
+def canonical_chat_examples() -> list[PlanExample]:
+    """Three canonical chat goals: "tell a short story about a fox/robot/dragon"."""
+    return [_chat_example(chat_instruction(s), chat_story(s), True) for s in CHAT_CANONICAL_SUBJECTS]
+
+
+def _vchat(r: random.Random) -> tuple[str, str]:
+    subj, mood, verb = r.choice(CHAT_SUBJECTS), r.choice(CHAT_MOODS), r.choice(CHAT_VERBS)
+    place = r.choice(CHAT_PLACES) if r.random() < 0.6 else None
+    return chat_instruction(subj, mood, place, verb), chat_story(subj, mood, place)
+
+
+def generate_chat_corpus(n: int = 400, seed: int = 0, canonical_repeats: int = 4) -> list[PlanExample]:
+    """Canonical chat examples (repeated) plus up to ``n`` distinct variations, shuffled, deterministic."""
+    r = random.Random(seed + 7919)
+    out = [ex for ex in canonical_chat_examples() for _ in range(canonical_repeats)]
+    seen = {ex.instruction for ex in out}
+    tries = 0
+    while len(seen) < n + len(CHAT_CANONICAL_SUBJECTS) and tries < n * 20:
+        tries += 1
+        instr, story = _vchat(r)
+        if instr in seen:
+            continue
+        seen.add(instr)
+        out.append(_chat_example(instr, story))
+    r.shuffle(out)
+    return out
+
+
+def held_out_chat_variations(n: int = 10, seed: int = 12345, exclude: set[str] | None = None) -> list[PlanExample]:
+    r = random.Random(seed)
+    exclude = set(exclude or ())
+    out: list[PlanExample] = []
+    tries = 0
+    while len(out) < n and tries < 1000:
+        tries += 1
+        instr, story = _vchat(r)
+        if instr not in exclude:
+            exclude.add(instr)
+            out.append(_chat_example(instr, story))
+    return out

@@ -4,6 +4,10 @@
     prefix = header line + "Skills: ..." (from the SkillSet) + "Rules: ..." (guidance)
              + two worked examples
 
+Chat robots (skill set ``chat``) get their own prefix (storyteller header, sentence rules, two
+examples), identical for every chat goal; their "plan" is plain sentences that the chat
+sentence segmenter cuts (``get_segmenter("chat")``).
+
 The prefix depends only on the skill set (never on the task), so all goals of one robot kind
 share it byte for byte and the engine's prefix cache serves it. The model writes the plan after
 "Plan:" (a leading space, then the plan) and ends it with EOS. Prompts are ~150-250 tokens with
@@ -21,7 +25,7 @@ PLAN_MARKER = "Plan:"
 _HEADER = {
     "drone": "You plan for a drone. Write MiniSpec.",
     "arm": "You plan for a robot arm. Write skill calls.",
-    "chat": "You are a helpful assistant. Answer in plain sentences.",
+    "chat": "You are a friendly storyteller. Answer in plain sentences.",
 }
 _RULES = {
     "drone": (
@@ -32,7 +36,7 @@ _RULES = {
         "Rules: one call per statement, end each with ;. Objects are snake_case names. "
         "Positions in mm. Start and end with home();."
     ),
-    "chat": "Rules: short sentences.",
+    "chat": "Rules: tell the story in 3 to 5 short sentences, about 40 to 70 words. End each sentence with a period.",
 }
 _EXAMPLES = {
     "drone": (
@@ -43,7 +47,10 @@ _EXAMPLES = {
         ("put the pen in the cup", "home(); look(pen); pick(pen); place(pen, cup); home();"),
         ("push the book 50 mm", "home(); push(book, 50); home();"),
     ),
-    "chat": (("say hello", "Hello there."),),
+    "chat": (
+        ("say hello", "Hello there."),
+        ("tell a tiny story about a seed", "A seed slept in the ground. Rain woke it up. It grew into a tall tree."),
+    ),
 }
 
 

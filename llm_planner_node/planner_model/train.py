@@ -4,14 +4,17 @@
 
 Reproducible: fixed seeds for the corpus, the tokenizer and torch; one process. Steps:
 
-1. corpus = :func:`generate_corpus` (11 LRTrace tasks, canonical plans repeated, variations);
-   each training text is ``build_prompt(instruction, kind) + " " + plan + EOS``.
+1. corpus = :func:`generate_corpus` (11 LRTrace tasks, canonical plans repeated, variations)
+   + :func:`generate_chat_corpus` (chat robot: "tell a <mood> story about <subject>" -> a 3-5
+   sentence story); each training text is ``build_prompt(instruction, kind) + " " + plan + EOS``.
 2. tokenizer: byte-level BPE (HF ``tokenizers``) trained on the corpus texts; specials
    ``<pad>`` ``<s>`` ``</s>``; BOS is added by the post-processor. Saved as a fast tokenizer
    (``tokenizer.json`` + ``tokenizer_config.json``) loadable by ``AutoTokenizer`` and vLLM.
 3. model: ``LlamaForCausalLM`` — hidden 128, 2 heads (head_dim 64, what vLLM CPU supports),
    4 layers, MLP 384, tied embeddings, 1024 positions. Loss only on plan tokens + EOS.
-4. greedy evaluation on the 11 canonical prompts and on held-out variations; the weights
+   Each batch holds one robot kind (drone / arm / chat, ``--chat-fraction`` of the batches chat).
+4. greedy evaluation on the 11 canonical prompts, the 3 canonical chat prompts and on held-out
+   variations; the weights
    (safetensors), config.json, generation_config.json and ``training_report.json`` go to ``--out``.
 """
 
@@ -27,10 +30,14 @@ import time
 from pathlib import Path
 
 from . import DEFAULT_MODEL_PATH
-from .corpus import PlanExample, canonical_examples, generate_corpus, held_out_variations, segmenter_for
+from .corpus import (PlanExample, canonical_chat_examples, canonical_examples, generate_chat_corpus,
+                     generate_corpus, held_out_chat_variations, held_out_variations, segmenter_for)
 from .prompt import build_prompt, prompt_prefix
 
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>"]
+KINDS = ("drone", "arm", "chat")
+#: a chat answer is valid when the chat sentence segmenter cuts at least this many sentences
+MIN_CHAT_SENTENCES = 3
 
 
 def training_text(ex: PlanExample) -> tuple[str, str]:
@@ -119,7 +126,8 @@ def plan_is_valid(plan: str, robot_kind: str) -> bool:
     from ..segmenters import PlanError, get_segmenter, segment_all
 
     try:
-        return bool(segment_all(get_segmenter(segmenter_for(robot_kind)), [plan]))
+        segs = segment_all(get_segmenter(segmenter_for(robot_kind)), [plan])
+        return len(segs) >= (MIN_CHAT_SENTENCES if robot_kind == "chat" else 1)
     except PlanError:
         return False
 
@@ -145,17 +153,19 @@ def evaluate(model, tokenizer, examples: list[PlanExample]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=DEFAULT_MODEL_PATH)
-    ap.add_argument("--steps", type=int, default=900)
+    ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--vocab", type=int, default=800)
+    ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--n-per-task", type=int, default=120)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--arm-fraction", type=float, default=0.5,
                     help="share of batches drawn from arm examples (longer plans need more steps)")
     ap.add_argument("--canonical-repeats", type=int, default=8)
+    ap.add_argument("--chat-n", type=int, default=400, help="distinct chat (story) variations in the corpus")
+    ap.add_argument("--chat-fraction", type=float, default=0.25, help="share of batches drawn from chat examples")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: 2 threads oversubscribe a shared 2-core machine)")
     ap.add_argument("--heldout", type=int, default=5, help="held-out variations per task to evaluate")
     args = ap.parse_args(argv)
@@ -163,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import torch
 
+    # import every segmenter now: evaluation at the end must not pick up half-edited modules
+    from ..segmenters import get_segmenter
+
+    for name in ("minispec", "arm", "chat-sentence"):
+        get_segmenter(name)
     t0 = time.time()
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -170,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
 
     corpus = generate_corpus(n_per_task=args.n_per_task, seed=args.seed, canonical_repeats=args.canonical_repeats)
-    texts = [prompt_prefix("drone"), prompt_prefix("arm")] + [
+    if args.chat_n > 0:
+        corpus = corpus + generate_chat_corpus(args.chat_n, seed=args.seed, canonical_repeats=args.canonical_repeats)
+    texts = [prompt_prefix(k) for k in KINDS] + [
         p + c for p, c in (training_text(ex) for ex in corpus)
     ]
     tokenizer = train_tokenizer(texts, args.vocab)
@@ -193,21 +210,24 @@ def main(argv: list[str] | None = None) -> int:
     # The prompt prefix (skills + guidance + examples) is identical for all examples of one robot
     # kind: each batch holds one kind, the prefix runs once and its KV cache (with gradients) is
     # shared by the batch. Loss and gradients equal the plain full-sequence computation.
-    prefix_ids = {k: tokenizer(prompt_prefix(k))["input_ids"] for k in ("drone", "arm")}
-    by_kind: dict[str, list[int]] = {"drone": [], "arm": []}
+    prefix_ids = {k: tokenizer(prompt_prefix(k))["input_ids"] for k in KINDS}
+    by_kind: dict[str, list[int]] = {k: [] for k in KINDS}
     for i, ex in enumerate(corpus):
         ids, _ = data[i]
         if ids[: len(prefix_ids[ex.robot_kind])] != prefix_ids[ex.robot_kind]:
             raise RuntimeError("prompt prefix is not a token prefix of the prompt")
         by_kind[ex.robot_kind].append(i)
     rng = random.Random(args.seed)
-    queues: dict[str, list[int]] = {"drone": [], "arm": []}
+    queues: dict[str, list[int]] = {k: [] for k in KINDS}
     pad = tokenizer.pad_token_id
     model.train()
     loss_ema = None
     ce = torch.nn.functional.cross_entropy
     for step in range(args.steps):
-        kind = "arm" if rng.random() < args.arm_fraction else "drone"
+        if by_kind["chat"] and rng.random() < args.chat_fraction:
+            kind = "chat"
+        else:
+            kind = "arm" if rng.random() < args.arm_fraction else "drone"
         q = queues[kind]
         if len(q) < args.batch:
             q.extend(rng.sample(by_kind[kind], len(by_kind[kind])))
@@ -251,6 +271,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"canonical: exact {canon['exact']:.2f} valid {canon['valid']:.2f}", flush=True)
     if held:
         print(f"held-out variations: exact {held['exact']:.2f} valid {held['valid']:.2f} (n={held['n']})", flush=True)
+    chat = chat_held = None
+    if args.chat_n > 0:
+        chat = evaluate(model, tokenizer, canonical_chat_examples())
+        for r in chat["rows"]:
+            print(f"chat exact={r['exact']} valid={r['valid']}: {r['got']}", flush=True)
+        chat_held = evaluate(model, tokenizer, held_out_chat_variations(args.heldout * 2, exclude=seen))
+        print(f"chat canonical: exact {chat['exact']:.2f} valid {chat['valid']:.2f}; held-out: exact "
+              f"{chat_held['exact']:.2f} valid {chat_held['valid']:.2f} (n={chat_held['n']})", flush=True)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -277,10 +305,13 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "canonical": {k: v for k, v in canon.items()},
         "held_out": held,
+        "chat_canonical": chat,
+        "chat_held_out": chat_held,
     }
     (out / "training_report.json").write_text(json.dumps(report, indent=1) + "\n")
     print(f"saved to {out} in {time.time() - t0:.0f}s total", flush=True)
-    return 0 if canon["valid"] == 1.0 else 1
+    ok = canon["valid"] == 1.0 and (chat is None or chat["valid"] == 1.0)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ import pytest
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS
 from llm_planner_node.planner_model import DEFAULT_MODEL_PATH
-from llm_planner_node.planner_model.corpus import canonical_examples, generate_corpus, segmenter_for
+from llm_planner_node.planner_model.corpus import (canonical_chat_examples, canonical_examples, generate_corpus,
+                                                   segmenter_for)
 from llm_planner_node.planner_model.prompt import build_prompt, prompt_prefix
 from llm_planner_node.segmenters import get_segmenter, segment_all
 from llm_planner_node.segmenters.detok import IncrementalDetokenizer
@@ -98,6 +99,25 @@ def test_greedy_plans_for_the_11_tasks_parse_and_pass_whitelist(model, tokenizer
     segs = segment_all(get_segmenter(segmenter_for(ex.robot_kind), ss), [text])
     assert segs and all(c.name in ss.names() for s in segs for c in s.calls)
     assert text.strip() == ex.plan  # the embedded model reproduces the canonical plan
+
+
+@pytest.mark.parametrize("ex", canonical_chat_examples(), ids=lambda e: e.instruction.split()[-1])
+def test_greedy_chat_story_has_at_least_three_sentences(model, tokenizer, ex):
+    """Chat robot: the story for a canonical chat instruction is >= 3 sentences, each cut by the
+    chat sentence segmenter fed token by token (as the engine does)."""
+    new, text = _greedy(model, tokenizer, ex.instruction, "chat")
+    assert new[-1] == tokenizer.eos_token_id, "the story must end with EOS"
+    det = IncrementalDetokenizer(tokenizer)
+    seg = get_segmenter("chat")
+    segs = []
+    for t in new[:-1]:
+        segs.extend(seg.feed(det.push(t)))
+    segs.extend(seg.finish())
+    assert len(segs) >= 3, text
+    assert all(s.text.strip()[-1] in ".!?" for s in segs), [s.text for s in segs]
+    assert all(c.name == "say" for s in segs for c in s.calls)
+    assert " ".join(s.text.strip() for s in segs) == text.strip()
+    assert 30 <= len(text.split()) <= 80
 
 
 VLLM_SCRIPT = textwrap.dedent(

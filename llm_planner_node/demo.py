@@ -35,10 +35,12 @@ class DemoGoal:
 WORKLOAD: tuple[tuple[DemoGoal, ...], ...] = (
     (DemoGoal(0.0, "tello_1", "look for the cat", "normal", "drone-normal"),
      DemoGoal(0.1, "tello_2", "avoid injuring the person in front of you", "urgent", "drone-urgent"),
-     DemoGoal(0.3, "indy_1", "stack the red, blue and green boxes", "normal", "arm")),
+     DemoGoal(0.3, "indy_1", "stack the red, blue and green boxes", "normal", "arm"),
+     DemoGoal(0.4, "chat_1", "tell a short story about a robot", "normal", "chat")),
     (DemoGoal(0.0, "indy_1", "clean the desk", "normal", "arm"),
      DemoGoal(0.2, "tello_1", "check the book on the cabinet", "normal", "drone-normal"),
-     DemoGoal(0.3, "tello_2", "evade the dog chasing you", "urgent", "drone-urgent")),
+     DemoGoal(0.3, "tello_2", "evade the dog chasing you", "urgent", "drone-urgent"),
+     DemoGoal(0.4, "chat_1", "tell a short story about a dragon", "normal", "chat")),
 )
 
 

@@ -51,7 +51,13 @@ from .skills import SkillCall
 
 @dataclass(frozen=True)
 class GenerationSpec:
-    """Everything an engine needs to start one generation."""
+    """Everything an engine needs to start one generation.
+
+    ``priority``: the core's rank of this admission within its scheduling decision (0 = most
+    urgent; vLLM's convention, lower first). Engines with their own queue (vLLM with
+    ``scheduling_policy="priority"``) order waiting work by it; the simulator admits everything
+    the core admits in one iteration and ignores it.
+    """
 
     gen_id: int
     prompt: object
@@ -59,6 +65,7 @@ class GenerationSpec:
     robot_kind: str
     skill_set_id: str | None
     suspend_at_segments: bool
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -127,7 +134,7 @@ class Engine(Protocol):
 
     def add(self, spec: GenerationSpec) -> None: ...
 
-    def resume(self, gen_id: int) -> None: ...
+    def resume(self, gen_id: int, priority: int = 0) -> None: ...
 
     def suspend(self, gen_id: int) -> None: ...
 

@@ -248,15 +248,15 @@ class Planner:
             self.engine.suspend(gid)
             req.transition(GenState.SUSPENDED)
             self._enqueue(req)
-        for gid in decision.admit.tolist():
+        for rank, gid in enumerate(decision.admit.tolist()):  # admit is in the policy's order
             req = self.requests[gid]
             self._queue.remove(gid)
             if req.state is GenState.QUEUED:
                 g = req.goal
                 self.engine.add(GenerationSpec(gid, g.prompt, g.max_tokens, g.robot_kind,
-                                               g.skill_set_id, self.policy.suspends_at_segments))
+                                               g.skill_set_id, self.policy.suspends_at_segments, rank))
             else:
-                self.engine.resume(gid)
+                self.engine.resume(gid, rank)
                 self._pinned.discard(gid)
             req.transition(GenState.RUNNING)
             req.residency_start = req.segment_start = now

@@ -227,7 +227,7 @@ class SimEngine:
         g.cached_report = cached
         self._running[spec.gen_id] = g
 
-    def resume(self, gen_id: int) -> None:
+    def resume(self, gen_id: int, priority: int = 0) -> None:
         g = self._suspended.pop(gen_id, None)
         if g is None:
             return

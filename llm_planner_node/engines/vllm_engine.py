@@ -14,6 +14,9 @@ How a generation runs (TimelyLLM 4.1, "context switching"):
 - ``resume``: ``TokensPrompt(prompt_ids + generated_ids)``: never re-tokenised text, so the
   token sequence is exactly the one an unsegmented generation would have; the prefix cache
   serves the kept context and ``num_cached_tokens`` is reported on the next TokensEvent.
+- Priorities pass through: the engine runs with ``scheduling_policy="priority"`` and every
+  add/resume carries the core's rank of that admission (vLLM orders its waiting requests by it
+  when its own batch or KV space is full).
 - Invalid or unsafe plan text (a segmenter ``PlanError``) ends the generation with a
   FailedEvent naming the statement; nothing of it is reported as a segment.
 
@@ -72,6 +75,7 @@ class _Gen:
     kept: list[int] = field(default_factory=list)      # generated ids kept (<= last boundary or suspend)
     seg_start: int = 0                                 # index in ``kept`` where the open segment starts
     attempt: int = 0                                   # bumps on every add/resume; stale streams stop
+    priority: int = 0                                  # the core's rank at the last admission
     running: bool = False
     done: bool = False
 
@@ -119,11 +123,11 @@ class VllmEngine:
     def add(self, spec: GenerationSpec) -> None:
         gen = _Gen(spec=spec, prompt_ids=self._prompt_ids(spec.prompt),
                    segmenter=self.segmenter_factory(spec),
-                   detok=IncrementalDetokenizer(self.tokenizer))
+                   detok=IncrementalDetokenizer(self.tokenizer), priority=spec.priority)
         self._call(self._start, gen, True)
 
-    def resume(self, gen_id: int) -> None:
-        self._call(self._resume, gen_id)
+    def resume(self, gen_id: int, priority: int = 0) -> None:
+        self._call(self._resume, gen_id, priority)
 
     def suspend(self, gen_id: int) -> None:
         self._call(self._suspend, gen_id, False)
@@ -218,7 +222,7 @@ class VllmEngine:
             kv_cache_memory_bytes=int(p.kv_cache_gib * (1 << 30)),
             tensor_parallel_size=p.tensor_parallel_size, data_parallel_size=p.data_parallel_size,
             max_num_seqs=p.max_num_seqs, enforce_eager=p.enforce_eager, seed=p.seed,
-            disable_log_stats=True,
+            disable_log_stats=True, scheduling_policy="priority",
         )
         self._engine = AsyncLLM.from_engine_args(args)
         blocks = self._engine.vllm_config.cache_config.num_gpu_blocks
@@ -244,10 +248,11 @@ class VllmEngine:
         self._reserve(gen)
         self._loop.create_task(self._stream(gen, gen.attempt))
 
-    def _resume(self, gen_id: int) -> None:
+    def _resume(self, gen_id: int, priority: int) -> None:
         gen = self._gens.get(gen_id)
         if gen is None or gen.running or gen.done:
             return
+        gen.priority = priority
         self._start(gen, False)
 
     def _suspend(self, gen_id: int, drop: bool) -> None:
@@ -284,7 +289,8 @@ class VllmEngine:
         seen = 0
         first = True
         try:
-            async for out in self._engine.generate(TokensPrompt(prompt_token_ids=context), params, request_id):
+            async for out in self._engine.generate(TokensPrompt(prompt_token_ids=context), params, request_id,
+                                                   priority=gen.priority):
                 if gen.attempt != attempt:
                     return
                 now = self.clock.now()

@@ -187,3 +187,18 @@ def test_segment_generation_timeline():
     for i in range(k):
         assert req.queued_at(i) <= req.gen_start[i] < req.gen_end[i] <= req.dispatched_at[i]
     assert req.queued_at(0) == req.arrival and req.queued_at(1) == req.gen_end[0]
+
+
+def test_admissions_carry_the_policys_rank_to_the_engine():
+    """Three goals arrive together: an urgent one after two normal ones. The engine receives
+    them with priorities 0, 1, 2 in the policy's order (timelyllm: the urgent goal first)."""
+    clock, engine, planner, sink, _ = _planner("timelyllm")
+    seen = []
+    add = engine.add
+    engine.add = lambda spec: (seen.append((spec.gen_id, spec.priority)), add(spec))[1]
+    normal_a = planner.submit(goal_for(1, "d0"))
+    normal_b = planner.submit(goal_for(2, "d1"))
+    urgent = planner.submit(goal_for(6, "d2"))
+    planner.tick()
+    assert [p for _, p in seen] == list(range(len(seen))) and len(seen) == 3
+    assert seen[0][0] == urgent and {g for g, _ in seen[1:]} == {normal_a, normal_b}

@@ -40,7 +40,8 @@ def live_instruction(goal: Goal) -> str:
 
 
 def fleet_params_for(goals: Sequence[Goal], policy: str, params_path: str | None) -> Any:
-    """Planner parameters (from ``params_path`` or the defaults) with one simulated robot per agent."""
+    """Planner parameters with one simulated robot per agent: from ``params_path`` as given (its
+    engine too, e.g. ``kind: sim`` for a quick check), else the defaults on vLLM."""
     from dataclasses import replace
 
     from ..params import DEFAULT_PARAMS, RobotParams, load_params
@@ -53,7 +54,8 @@ def fleet_params_for(goals: Sequence[Goal], policy: str, params_path: str | None
     from ..core.skills import DEFAULT_SKILL_SET_FOR_KIND
 
     robots = tuple(RobotParams(rid, kind, DEFAULT_SKILL_SET_FOR_KIND[kind]) for rid, kind in sorted(kinds.items()))
-    planner = replace(base.planner, policy=policy, engine=replace(base.planner.engine, kind="vllm"))
+    engine = base.planner.engine if params_path else replace(base.planner.engine, kind="vllm")
+    planner = replace(base.planner, policy=policy, engine=engine)
     return replace(base, planner=planner, robots=robots)
 
 
@@ -73,7 +75,7 @@ def _node_for(policy: str, goals: Sequence[Goal], args: argparse.Namespace) -> I
         return
     from ..up import running_fleet
 
-    print(f"[eval] starting the planner (policy {policy}, vLLM) and {len({g.robot_id for g in goals})} "
+    print(f"[eval] starting the planner (policy {policy}) and {len({g.robot_id for g in goals})} "
           "simulated robots", file=sys.stderr, flush=True)
     with running_fleet(fleet_params_for(goals, policy, getattr(args, "params", None)),
                        time_scale=args.time_scale) as fleet:

@@ -24,7 +24,6 @@ on a queue that the scheduler thread drains between engine steps.
 
 from __future__ import annotations
 
-import logging
 import math
 import queue
 import threading
@@ -47,14 +46,13 @@ from .core.clock import Clock, WallClock
 from .core.engine_api import Engine
 from .core.execution_time import ExecutionTimeModel
 from .core.planner import Planner, PlannerConfig
-from .core.policies import get_policy, policy_names
+from .core.policies import get_policy
 from .core.skills import DEFAULT_SKILL_SETS, SkillCall
 from .core.task_model import GenState, Goal, Request, Segment
 from .core.tuf import TUFParams, tuf0
 from .engines.factory import predictor_for, prompt_builder_for
 from .params import FleetParams
 
-log = logging.getLogger(__name__)
 
 SEGMENT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
                          history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
@@ -101,7 +99,6 @@ class _GoalRecord:
     sent: dict[int, tuple[float, int]] = field(default_factory=dict)  # seq -> (last send, count)
     msgs: dict[int, SkillSegment] = field(default_factory=dict)
     last_heard: float = 0.0
-    gen_start: dict[int, float] = field(default_factory=dict)
 
 
 class PlannerNode(Node):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.skills import SkillCall, SkillSet
+from ..core.skills import SkillSet
 from .base import PlanSyntaxError, Repair, Segment, Segmenter, check_call
 from .minispec import Call, _lex
 

@@ -31,7 +31,7 @@ nearest bound (``mf,600`` -> ``move_forward(500)``) instead of failing; each rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Sequence
 
 from ..core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet

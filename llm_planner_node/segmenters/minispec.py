@@ -57,10 +57,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence, Union
+from typing import Any, Iterator, Union
 
 from ..core.skills import SkillCall, SkillSet
-from .base import PlanError, PlanSyntaxError, Repair, Segment, Segmenter, UnsafePlanError, check_call
+from .base import PlanSyntaxError, Repair, Segment, Segmenter, UnsafePlanError, check_call
 
 _SPAN = field(default=(0, 0), compare=False, repr=False)
 

@@ -44,7 +44,6 @@ def _msgs():
 
 
 def test_record_open_report_equals_direct(ros_context, tmp_path):
-    import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from llm_planner_node.core.tuf import NORMAL, URGENT, TUFParams
+from llm_planner_node.core.tuf import NORMAL, TUFParams
 from llm_planner_node.evaluation.traces import chat_segments, compose_story, library
 from llm_planner_node.evaluation.workload_spec import (SpecError, compose, load_spec, parse_spec,
                                                        stats)

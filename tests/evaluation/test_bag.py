@@ -17,7 +17,7 @@ def _msgs():
     from timely_fleet.msg import (GoalRecord, GoalResult, RobotStatus, SegmentReport, Skill,
                                   SkillSegment)
 
-    goals, results, segs, status = [], [], [], []
+    goals, segs, status = [], [], []
     # goal g0: urgent drone, 2 segments; g1: normal drone, 1 segment; g2: accepted, never finished
     spec = [("g0", "drone1", "drone-urgent", (0.2, -6.67, 2.0)),
             ("g1", "drone2", "drone-normal", (1.0, -2.0, 1.0)),

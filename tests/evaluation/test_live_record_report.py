@@ -81,7 +81,6 @@ def test_replaying_a_recorded_bag_into_a_running_node_sends_the_same_goals(tmp_p
     with running_fleet(fleet_params_for(goals, "timelyllm", str(params)), time_scale=0.1,
                        context=ros_context):
         rec = BagRecorder(tmp_path / "replayed", context=ros_context)
-        from rclpy.executors import SingleThreadedExecutor
 
         from llm_planner_node.client import spinning
 

@@ -76,7 +76,9 @@ class GoalClient:
 
         self.PlanTask = PlanTask
         self.node = Node(name or f"goal_client_{uuid.uuid4().hex[:8]}", context=context)
-        self.client = ActionClient(self.node, PlanTask, "plan_task")
+        from .node import action_qos_kwargs
+
+        self.client = ActionClient(self.node, PlanTask, "plan_task", **action_qos_kwargs())
 
     def wait_for_server(self, timeout_s: float = 30.0) -> bool:
         return self.client.wait_for_server(timeout_sec=timeout_s)

@@ -32,11 +32,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import rclpy
 from builtin_interfaces.msg import Time as TimeMsg
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.task import Future
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from timely_fleet.action import PlanTask
 from timely_fleet.msg import (GoalRecord, GoalResult, PlannerStats, RobotStatus, SegmentReport, Skill,
@@ -57,6 +57,15 @@ from .params import FleetParams
 SEGMENT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
                          history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
 STATUS_QOS = QoSProfile(depth=500, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+#: Action services: bursts of goals (one event triggers up to 16 tasks in WID2) must not overflow
+#: the default service queue of 10 requests, which silently drops goals.
+ACTION_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+
+def action_qos_kwargs() -> dict[str, QoSProfile]:
+    """QoS for both ends of the ``plan_task`` action (server and clients must agree)."""
+    return {"goal_service_qos_profile": ACTION_QOS, "result_service_qos_profile": ACTION_QOS,
+            "cancel_service_qos_profile": ACTION_QOS}
 
 Result = PlanTask.Result
 
@@ -92,7 +101,7 @@ class _GoalRecord:
     request_id: int
     goal_id: str
     handle: Any
-    done: threading.Event = field(default_factory=threading.Event)
+    ended: Any                           # rclpy Future the execute coroutine awaits
     status: int | None = None            # node-decided outcome (robot failure, timeout, cancel)
     message: str = ""
     acked: set[int] = field(default_factory=set)            # segments the adapter acknowledged
@@ -130,6 +139,7 @@ class PlannerNode(Node):
         self._records: dict[int, _GoalRecord] = {}
         self._by_goal_id: dict[str, int] = {}
         self._busy_robots: dict[str, str] = {}
+        self._early_cancels: set[str] = set()
         self.counters: Counter[str] = Counter()
         self._rate_mark = (self.clock.now(), 0)   # (time, tokens generated) at the last stats
         self._forgotten_tokens = 0                # tokens of requests already dropped from the core
@@ -144,8 +154,8 @@ class PlannerNode(Node):
                                  callback_group=self._cb)
         self._server = ActionServer(self, PlanTask, "plan_task", execute_callback=self._execute,
                                     goal_callback=lambda _g: GoalResponse.ACCEPT,
-                                    cancel_callback=lambda _h: CancelResponse.ACCEPT,
-                                    callback_group=self._cb)
+                                    cancel_callback=self._on_cancel_request,
+                                    callback_group=self._cb, **action_qos_kwargs())
         self.create_timer(1.0, lambda: self._cmds.put(self._publish_stats), callback_group=self._cb)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._scheduler_loop, name="planner-core", daemon=True)
@@ -186,7 +196,7 @@ class PlannerNode(Node):
         return None
 
     # -- action execution (executor threads) --------------------------------------------------------
-    def _execute(self, handle: Any) -> Any:
+    async def _execute(self, handle: Any) -> Any:
         g = handle.request
         goal_id = bytes(handle.goal_id.uuid).hex()
         reason = self.validate(g)
@@ -202,38 +212,47 @@ class PlannerNode(Node):
                     prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
                     max_tokens=int(g.max_tokens or self.pp.max_tokens), skill_set_id=robot.skill_set,
                     instruction=g.instruction.strip())
-        submitted: queue.SimpleQueue[int | str] = queue.SimpleQueue()
         self._busy_robots[g.robot_id] = goal_id
+        # Completed on the scheduler thread: a rejection reason (str) or the ended goal's record.
+        # Awaiting it holds no executor thread, however many goals are in flight.
+        ended: Future = Future()
 
         def submit() -> None:
             try:
                 rid = self.planner.submit(goal)
             except ValueError as e:
-                submitted.put(str(e))
+                ended.set_result(str(e))
                 return
-            rec = _GoalRecord(rid, goal_id, handle, last_heard=self.clock.now())
+            rec = _GoalRecord(rid, goal_id, handle, ended, last_heard=self.clock.now())
             self._records[rid] = rec
             self._by_goal_id[goal_id] = rid
             self._goal_pub.publish(GoalRecord(
                 goal_id=goal_id, stamp=stamp(time.time()), robot_id=g.robot_id, robot_kind=robot.kind,
                 task_type=goal.task_type, instruction=goal.instruction, ert_s=g.ert_s, alpha=g.alpha,
                 beta=g.beta, skill_set=robot.skill_set, max_tokens=goal.max_tokens))
-            submitted.put(rid)
+            if goal_id in self._early_cancels:  # cancel arrived before the goal reached the core
+                self._early_cancels.discard(goal_id)
+                self._cancel(rid)
 
         self._cmds.put(submit)
-        rid = submitted.get()
-        if isinstance(rid, str):
+        outcome = await ended
+        if isinstance(outcome, str):
             self._busy_robots.pop(g.robot_id, None)
-            return self._reject(handle, rid)
-        rec = self._records[rid]
-        cancel_sent = False
-        while not rec.done.wait(0.05):
-            if handle.is_cancel_requested and not cancel_sent:
-                cancel_sent = True
-                self._cmds.put(lambda: self._cancel(rid))
-            if not rclpy.ok(context=self.context):
-                break
-        return self._finish(handle, rec)
+            return self._reject(handle, outcome)
+        return self._finish(handle, outcome)
+
+    def _on_cancel_request(self, handle: Any) -> CancelResponse:
+        goal_id = bytes(handle.goal_id.uuid).hex()
+
+        def cancel() -> None:
+            rid = self._by_goal_id.get(goal_id)
+            if rid is None:
+                self._early_cancels.add(goal_id)
+            else:
+                self._cancel(rid)
+
+        self._cmds.put(cancel)
+        return CancelResponse.ACCEPT
 
     def _reject(self, handle: Any, reason: str) -> Any:
         self.counters["rejected"] += 1
@@ -340,7 +359,7 @@ class PlannerNode(Node):
             return
         if request.state is GenState.CANCELLED and rec.status is None:
             rec.status, rec.message = Result.STATUS_CANCELLED, request.end_reason
-        rec.done.set()
+        rec.ended.set_result(rec)
 
     def _publish(self, robot_id: str, msg: SkillSegment) -> None:
         self._seg_pubs[robot_id].publish(msg)
@@ -422,7 +441,7 @@ class PlannerNode(Node):
                     self.planner.cancel(rid)
         self._cmds.put(end_all)
         deadline = time.monotonic() + 2.0
-        while any(not r.done.is_set() for r in list(self._records.values())) and time.monotonic() < deadline:
+        while any(not r.ended.done() for r in list(self._records.values())) and time.monotonic() < deadline:
             time.sleep(0.02)
         self._stop.set()
         self._thread.join(timeout=5)

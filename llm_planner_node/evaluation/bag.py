@@ -251,7 +251,9 @@ def send_timed_goals(node: Any, goals: Sequence[tuple[float, Any]], *, action_na
     if ex is None:
         ex = SingleThreadedExecutor(context=node.context)
         ex.add_node(node)
-    client = ActionClient(node, PlanTask, action_name)
+    from ..node import action_qos_kwargs
+
+    client = ActionClient(node, PlanTask, action_name, **action_qos_kwargs())
     deadline = time.monotonic() + server_timeout_s
     while not client.server_is_ready():
         if time.monotonic() > deadline:

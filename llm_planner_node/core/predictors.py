@@ -47,6 +47,10 @@ class LengthPredictor(Protocol):
         """Drop per-generation state (the generation ended)."""
         ...
 
+    # Optional: ``observe_tokens(gen_id, new_token_ids, generated) -> float`` is called instead of
+    # ``update`` when the engine reports the new tokens' ids (the live vLLM engine does), so a
+    # predictor can look at the generated text itself (Trail's per-token probe).
+
 
 def true_output_tokens(prompt: object, max_tokens: int) -> int:
     """Total output tokens of a simulated plan (``SimPrompt``-like: ``segments[i].n_tokens``)."""

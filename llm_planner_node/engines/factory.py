@@ -69,7 +69,8 @@ def predictor_for(policy: Any, params: EngineParams) -> Any:
     if which == "trail_probe":
         from ..predictors.trail_probe import TrailProbePredictor
 
-        return TrailProbePredictor()
+        # per-token refinement reads the engine's token ids: only with the planner model's tokenizer
+        return TrailProbePredictor(refine_with_tokens=params.model == "embedded")
     if which == "ltr_ranker":
         from ..predictors.ltr_ranker import LTRPredictor
 

@@ -325,6 +325,10 @@ class VllmEngine:
     def _consume(self, gen: _Gen, new: list[int], now: float, cached: int | None, last_output: bool) -> bool:
         """Feed new tokens to the segmenter; True if the generation stopped (suspended/failed)."""
         n = 0
+
+        def report() -> None:  # the kept tokens since the last report, with their ids
+            self._events.put(TokensEvent(gen.spec.gen_id, now, n, cached, tuple(gen.kept[len(gen.kept) - n:])))
+
         for i, tid in enumerate(new):
             gen.kept.append(tid)
             n += 1
@@ -334,11 +338,11 @@ class VllmEngine:
             try:
                 segments = gen.segmenter.feed(text)
             except PlanError as e:
-                self._events.put(TokensEvent(gen.spec.gen_id, now, n, cached))
+                report()
                 self._fail(gen, f"invalid plan: {e}")
                 return True
             if segments:
-                self._events.put(TokensEvent(gen.spec.gen_id, now, n, cached))
+                report()
                 cached, n = None, 0
                 plan_may_continue = not (last_output and i == len(new) - 1)
                 suspend = gen.spec.suspend_at_segments and plan_may_continue and len(gen.kept) < gen.spec.max_tokens
@@ -348,7 +352,7 @@ class VllmEngine:
                     self._stop_stream(gen)
                     return True
         if n:
-            self._events.put(TokensEvent(gen.spec.gen_id, now, n, cached))
+            report()
         return False
 
     def _emit_segment(self, gen: _Gen, seg: Any, now: float, *, suspended: bool, final: bool = False) -> None:

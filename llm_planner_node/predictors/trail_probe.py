@@ -66,16 +66,22 @@ def load(path: Path = WEIGHTS) -> tuple[ProbeMLP, LengthBins, int]:
 
 
 class TrailProbePredictor:
-    """``LengthPredictor`` for the live node: probe on the prompt at submit; per token the
-    Bayesian prior step (``q T``). Per-token probe observations need the generated token ids,
-    which the core's ``update(gen_id, generated)`` does not carry (vLLM keeps hidden states
-    in its engine process): :meth:`observe` takes them when a caller has them."""
+    """``LengthPredictor`` for the live node (Trail, Eqs. of NOTES 001): the probe on the prompt
+    at submit, then per generated token Trail's Bayesian refinement ``q_t ∝ (q_{t-1} T) * p_t``
+    with ``p_t`` the probe on the last token's hidden state (:meth:`observe_tokens`, fed the
+    token ids the live engine reports; the planner model recomputes the hidden state because
+    vLLM keeps its own inside the engine process). ``refine_with_tokens=False`` (a serving
+    model other than the planner model, whose token ids the probe cannot read) keeps the prior
+    step only (``update``)."""
 
-    def __init__(self, model: PlannerModel | None = None, path: Path = WEIGHTS) -> None:
+    def __init__(self, model: PlannerModel | None = None, path: Path = WEIGHTS, *,
+                 refine_with_tokens: bool = True) -> None:
         self.pm = model or PlannerModel()
         self.net, self.bins, self.layer = load(path)
         self.refiner = TrailRefiner(self.bins)
+        self.refine_with_tokens = refine_with_tokens
         self._seen: dict[int, int] = {}
+        self._context: dict[int, list[int]] = {}
 
     @torch.no_grad()
     def probs(self, states: torch.Tensor) -> np.ndarray:
@@ -85,6 +91,7 @@ class TrailProbePredictor:
         ids, start = self.pm.task_span(goal.instruction, goal.robot_kind)
         h = self.pm.states(ids, self.layer)[start:].mean(0)
         self._seen[gen_id] = 0
+        self._context[gen_id] = list(ids)
         return self.refiner.start(gen_id, self.probs(h[None])[0])
 
     def update(self, gen_id: int, generated: int) -> float:
@@ -101,7 +108,16 @@ class TrailProbePredictor:
         self._seen[gen_id] = generated
         return self.refiner.step(gen_id, self.probs(h[None])[0], new)
 
+    def observe_tokens(self, gen_id: int, new_ids: tuple[int, ...], generated: int) -> float:
+        """Per-token refinement from the generated token ids (the core calls this live)."""
+        if not self.refine_with_tokens or gen_id not in self._context:
+            return self.update(gen_id, generated)
+        ctx = self._context[gen_id]
+        ctx.extend(new_ids)
+        return self.observe(gen_id, ctx, generated)
+
     def forget(self, gen_id: int) -> None:
         self.refiner.forget(gen_id)
         self._seen.pop(gen_id, None)
+        self._context.pop(gen_id, None)
 

@@ -167,3 +167,15 @@ def test_lamps_discard_recomputes_the_context_on_resume(engine):
             assert cached == 0
         else:
             assert cached >= 0.9 * ((context - 1) // BLOCK * BLOCK)
+
+
+def test_tokens_events_carry_the_generated_token_ids(engine):
+    """The live engine reports each kept token's id once (predictors such as Trail's probe
+    read them); together they are exactly the generation's kept tokens."""
+    example = next(e for e in canonical_examples() if e.task_id == 9)
+    events = run_generation(engine, example, segmented=True)
+    reported = [t for ev in events if isinstance(ev, TokensEvent) for t in ev.token_ids]
+    in_segments = token_ids(events)
+    assert reported[: len(in_segments)] == in_segments
+    assert all(t in engine.eos_ids for t in reported[len(in_segments):])  # end of sequence only
+    assert all(len(ev.token_ids) == ev.count for ev in events if isinstance(ev, TokensEvent))

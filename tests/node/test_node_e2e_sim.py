@@ -277,7 +277,7 @@ def test_many_concurrent_goals_do_not_exhaust_the_executor(ros_context):
     n = 12
     params = parse_params({"planner": {"policy": "timelyllm", "engine": {"kind": "sim"}},
                            "robots": [{"id": f"r{i}", "kind": "drone"} for i in range(n)]})
-    with running_fleet(params, time_scale=0.05, context=ros_context) as f:
+    with running_fleet(params, time_scale=0.05, context=ros_context):
         client = GoalClient(ros_context)
         with spinning(client.node, ros_context):
             assert client.wait_for_server(10)

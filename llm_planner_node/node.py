@@ -74,15 +74,12 @@ def segments_topic(robot_id: str) -> str:
     return f"/robots/{robot_id}/segments"
 
 
-def skill_msgs(calls: tuple[SkillCall, ...]) -> list[Skill]:
-    """SkillCall -> timely_fleet/Skill (canonical argument text)."""
+def skill_msgs(calls: tuple[SkillCall, ...], skill_set_id: str | None) -> list[Skill]:
+    """SkillCall -> timely_fleet/Skill: argument names from the goal's skill set, canonical text."""
+    skill_set = DEFAULT_SKILL_SETS[skill_set_id] if skill_set_id else None
     out = []
     for c in calls:
-        spec_args: tuple[Any, ...] = ()
-        for ss in DEFAULT_SKILL_SETS.values():
-            if c.name in ss:
-                spec_args = ss.spec(c.name).args
-                break
+        spec_args = skill_set.spec(c.name).args if skill_set is not None else ()
         names = [a.name for a in spec_args][: len(c.args)]
         names += [f"arg{i}" for i in range(len(names), len(c.args))]
         out.append(Skill(name=c.name, arg_names=names, arg_values=[str(a) for a in c.args]))
@@ -342,7 +339,7 @@ class PlannerNode(Node):
         final = segment.final or (request.state is GenState.GENERATED
                                   and segment.index == len(request.segments) - 1)
         msg = SkillSegment(goal_id=rec.goal_id, robot_id=request.goal.robot_id, sequence=segment.index,
-                           text=segment.text, skills=skill_msgs(segment.calls), final=final,
+                           text=segment.text, skills=skill_msgs(segment.calls, request.goal.skill_set_id), final=final,
                            stamp=stamp(time.time()))
         rec.msgs[segment.index] = msg
         rec.sent[segment.index] = (self.clock.now(), 1)
@@ -458,7 +455,7 @@ def build_result(req: Request, rec: _GoalRecord) -> Any:
         def rel(t: float | None) -> float:
             return -1.0 if t is None else t - a
         reports.append(SegmentReport(
-            index=k, text=seg.text, skills=skill_msgs(seg.calls),
+            index=k, text=seg.text, skills=skill_msgs(seg.calls, req.goal.skill_set_id),
             dispatch_s=rel(req.dispatched_at[k]) if k < len(req.dispatched_at) else -1.0,
             execution_start_s=rel(req.exec_start[k]) if k < len(req.exec_start) else -1.0,
             execution_end_s=rel(req.exec_end[k]) if k < len(req.exec_end) else -1.0,
@@ -475,9 +472,9 @@ def build_result(req: Request, rec: _GoalRecord) -> Any:
         status, message = Result.STATUS_SUCCEEDED, f"plan of {len(req.segments)} segment(s) executed"
     elif rec.status is not None:
         status, message = rec.status, rec.message
-    elif "invalid plan" in req.end_reason:
+    elif req.failure == "invalid_plan":
         status, message = Result.STATUS_INVALID_PLAN, req.end_reason
-    elif req.end_reason.startswith("engine") or "KV" in req.end_reason:
+    elif req.failure == "engine":
         status, message = Result.STATUS_ENGINE_FAILED, req.end_reason
     else:
         status, message = Result.STATUS_ROBOT_FAILED, req.end_reason or "failed"

@@ -113,11 +113,13 @@ class FinishedEvent:
 
 @dataclass(frozen=True)
 class FailedEvent:
-    """Generation failed inside the engine (error text for the goal's result)."""
+    """Generation failed inside the engine (error text for the goal's result).
+    ``invalid_plan``: the model wrote text that is not a valid, safe plan (else an engine fault)."""
 
     gen_id: int
     t: float
     error: str
+    invalid_plan: bool = False
 
 
 EngineEvent = Union[TokensEvent, SegmentEvent, FinishedEvent, FailedEvent]

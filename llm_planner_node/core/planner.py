@@ -289,10 +289,12 @@ class Planner:
             req.transition(GenState.GENERATED)
             self._dispatch_pending(req)
             if not req.segments:
+                req.failure = "invalid_plan"
                 self._end(req, GenState.FAILED, f"plan has no executable segment ({ev.reason})")
             elif req.all_executed():
                 self._end(req, GenState.FINISHED, "plan executed")
         elif isinstance(ev, FailedEvent):
+            req.failure = "invalid_plan" if ev.invalid_plan else "engine"
             self._end(req, GenState.FAILED, f"engine: {ev.error}")
 
     def _on_segment(self, req: Request, ev: SegmentEvent) -> None:

@@ -117,6 +117,7 @@ class Request:
     exec_end: list[float | None] = field(default_factory=list)
     ended_at: float | None = None
     end_reason: str = ""
+    failure: str = ""  # why the core failed it: "invalid_plan" or "engine" ("" = not by the engine)
 
     @property
     def next_segment(self) -> int:

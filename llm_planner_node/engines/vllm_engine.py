@@ -339,7 +339,7 @@ class VllmEngine:
                 segments = gen.segmenter.feed(text)
             except PlanError as e:
                 report()
-                self._fail(gen, f"invalid plan: {e}")
+                self._fail(gen, f"invalid plan: {e}", invalid_plan=True)
                 return True
             if segments:
                 report()
@@ -365,7 +365,7 @@ class VllmEngine:
         try:
             tail = gen.segmenter.finish()
         except PlanError as e:
-            self._fail(gen, f"invalid plan: {e}")
+            self._fail(gen, f"invalid plan: {e}", invalid_plan=True)
             return
         for i, s in enumerate(tail):
             self._emit_segment(gen, s, now, suspended=False, final=i == len(tail) - 1)
@@ -375,9 +375,9 @@ class VllmEngine:
         self._gens.pop(gen.spec.gen_id, None)
         self._events.put(FinishedEvent(gen.spec.gen_id, now, "max_tokens" if finish_reason == "length" else "eos"))
 
-    def _fail(self, gen: _Gen, error: str) -> None:
+    def _fail(self, gen: _Gen, error: str, *, invalid_plan: bool = False) -> None:
         self._stop_stream(gen)
         gen.done = True
         self._gens.pop(gen.spec.gen_id, None)
-        self._events.put(FailedEvent(gen.spec.gen_id, self.clock.now(), error))
+        self._events.put(FailedEvent(gen.spec.gen_id, self.clock.now(), error, invalid_plan))
 

@@ -202,3 +202,20 @@ def test_admissions_carry_the_policys_rank_to_the_engine():
     planner.tick()
     assert [p for _, p in seen] == list(range(len(seen))) and len(seen) == 3
     assert seen[0][0] == urgent and {g for g, _ in seen[1:]} == {normal_a, normal_b}
+
+
+@pytest.mark.parametrize("invalid_plan, kind", [(True, "invalid_plan"), (False, "engine")])
+def test_engine_failure_kind_reaches_the_request(invalid_plan, kind):
+    """The engine says whether the model wrote an invalid plan or the engine itself failed;
+    the core keeps that kind on the request (the node maps it to the result status)."""
+    from llm_planner_node.core.engine_api import FailedEvent
+
+    clock, engine, planner, sink, _ = _planner("timelyllm")
+    rid = planner.submit(goal_for(1, "d0"))
+    planner.tick()
+    assert planner.requests[rid].state is GenState.RUNNING
+    engine.step = lambda: [FailedEvent(rid, clock.now(), "boom", invalid_plan)]
+    planner.tick()
+    req = planner.requests[rid]
+    assert req.state is GenState.FAILED and req.failure == kind and "boom" in req.end_reason
+    assert sink.ended == [(rid, GenState.FAILED)]

@@ -109,7 +109,7 @@ def test_plan_text_outside_the_skill_set_fails_the_generation(engine):
         events = run_generation(engine, example, segmented=True)
     finally:
         engine.segmenter_factory = factory
-    assert isinstance(events[-1], FailedEvent)
+    assert isinstance(events[-1], FailedEvent) and events[-1].invalid_plan
     assert "invalid plan" in events[-1].error and "not in skill set 'no_turns'" in events[-1].error
     segments = [ev for ev in events if isinstance(ev, SegmentEvent)]
     assert [s.text for s in segments] == ["mu,100;", "_1=iv,dog;"]  # valid statements before it

@@ -16,6 +16,11 @@ from typing import Any, Callable, Iterator
 
 TUF_CLASSES = {"normal": (1.0, -2.0, 1.0), "urgent": (0.2, -6.67, 2.0)}   # TimelyLLM 5.1
 
+#: Seeing the action server does not mean it has matched *our* response reader yet (DDS discovery
+#: runs both ways independently); a goal sent in that window gets no answer. Wait this long
+#: after the server first appears (a fresh client process against a running node hit this).
+DISCOVERY_SETTLE_S = 1.0
+
 STATUS_NAMES = {0: "SUCCEEDED", 1: "REJECTED", 2: "CANCELLED", 3: "INVALID_PLAN", 4: "ROBOT_FAILED",
                 5: "ENGINE_FAILED", 6: "TIMEOUT"}
 
@@ -81,7 +86,11 @@ class GoalClient:
         self.client = ActionClient(self.node, PlanTask, "plan_task", **action_qos_kwargs())
 
     def wait_for_server(self, timeout_s: float = 30.0) -> bool:
-        return self.client.wait_for_server(timeout_sec=timeout_s)
+        """Wait for the planner's action server, then for discovery to settle (see above)."""
+        if not self.client.wait_for_server(timeout_sec=timeout_s):
+            return False
+        time.sleep(DISCOVERY_SETTLE_S)
+        return True
 
     def send(self, robot_id: str, instruction: str, *, robot_kind: str = "", task_type: str = "",
              tuf: tuple[float, float, float] = TUF_CLASSES["normal"], skill_set: str = "", max_tokens: int = 0,

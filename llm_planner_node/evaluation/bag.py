@@ -251,6 +251,7 @@ def send_timed_goals(node: Any, goals: Sequence[tuple[float, Any]], *, action_na
     if ex is None:
         ex = SingleThreadedExecutor(context=node.context)
         ex.add_node(node)
+    from ..client import DISCOVERY_SETTLE_S
     from ..node import action_qos_kwargs
 
     client = ActionClient(node, PlanTask, action_name, **action_qos_kwargs())
@@ -259,6 +260,9 @@ def send_timed_goals(node: Any, goals: Sequence[tuple[float, Any]], *, action_na
         if time.monotonic() > deadline:
             raise TimeoutError(f"no '{action_name}' action server (start the node with `timely-fleet up`)")
         ex.spin_once(timeout_sec=0.1)
+    settle = time.monotonic() + DISCOVERY_SETTLE_S  # let the server match our response reader
+    while time.monotonic() < settle:
+        ex.spin_once(timeout_sec=0.05)
     bar = None
     if progress:
         import sys

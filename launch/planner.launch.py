@@ -1,30 +1,72 @@
-"""Start the planning node and the fleet's adapters as separate ROS 2 processes.
+"""Start the planning node and the fleet's adapters as two ROS 2 processes.
 
-    ros2 launch timely_fleet planner.launch.py params:=/path/to/fleet.yaml [engine:=sim]
+    ros2 launch timely_fleet planner.launch.py [params:=FLEET.yaml] [namespace:=NS]
+        [engine:=vllm|sim] [ros_params:=ROS_PARAMS.yaml] [use_sim_time:=true|false]
 
-The same parameter YAML drives `timely-fleet up`, which composes these nodes in one process on
-machines without `ros2 launch` (pip-only installs).
+- ``params``: the fleet YAML (planner, engine, robots), given to both nodes as ``--params``;
+  default: the installed ``share/timely_fleet/config/fleet.yaml``.
+- ``namespace``: ROS namespace of both nodes (relative names are also prefixed by an enclosing
+  ``PushRosNamespace``); empty: the root namespace.
+- ``engine``: overrides ``planner.engine.kind`` of the YAML when given; empty (the default)
+  keeps the YAML's choice.
+- ``ros_params``: an optional standard ROS 2 parameters file for the planner node.
+- ``use_sim_time``: ROS parameter of both nodes (default false).
+
+The nodes are named ``llm_planner`` and ``fleet_adapters``; launch_ros turns ``name=`` and
+``namespace=`` into the ``__node``/``__ns`` remaps itself, and remaps or parameters that an
+including launch file adds (``SetRemap``, ``SetParameter``) reach the nodes the same way.
+``timely-fleet up`` composes the same two nodes in one process from the same YAML on machines
+without ``ros2 launch`` (pip-only installs).
 """
 
 from pathlib import Path
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+PLANNER_NAME = "llm_planner"
+ADAPTERS_NAME = "fleet_adapters"
+
+
+def _is_true(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        raise ValueError(f"use_sim_time must be true or false, not {text!r}")
+    return value in ("true", "1", "yes", "on")
+
+
+def _nodes(context, *args, **kwargs):
+    """Build both Node actions from the resolved launch arguments (so optional ones can be left out)."""
+    params = LaunchConfiguration("params").perform(context).strip()
+    namespace = LaunchConfiguration("namespace").perform(context).strip()
+    engine = LaunchConfiguration("engine").perform(context).strip()
+    ros_params = LaunchConfiguration("ros_params").perform(context).strip()
+    sim_time = {"use_sim_time": _is_true(LaunchConfiguration("use_sim_time").perform(context))}
+
+    planner_args = ["--params", params] + (["--engine", engine] if engine else [])
+    planner_params = [sim_time] + ([ros_params] if ros_params else [])  # the file wins: it comes last
+    ns = namespace or None  # None: no __ns remap (an enclosing PushRosNamespace still applies)
+    return [
+        Node(package="timely_fleet", executable="planner_node", name=PLANNER_NAME, namespace=ns,
+             parameters=planner_params, arguments=planner_args, output="screen"),
+        Node(package="timely_fleet", executable="fleet_adapters", name=ADAPTERS_NAME, namespace=ns,
+             parameters=[sim_time], arguments=["--params", params], output="screen"),
+    ]
 
 
 def generate_launch_description() -> LaunchDescription:
     default_params = str(Path(get_package_share_directory("timely_fleet")) / "config" / "fleet.yaml")
-    params = LaunchConfiguration("params")
-    engine = LaunchConfiguration("engine")
     return LaunchDescription([
         DeclareLaunchArgument("params", default_value=default_params,
-                              description="parameter YAML (planner, engine, robots)"),
-        DeclareLaunchArgument("engine", default_value="vllm", description="vllm or sim"),
-        Node(package="timely_fleet", executable="planner_node", name="llm_planner", output="screen",
-             arguments=["--params", params, "--engine", engine]),
-        Node(package="timely_fleet", executable="fleet_adapters", name="fleet_adapters", output="screen",
-             arguments=["--params", params]),
+                              description="fleet parameter YAML (planner, engine, robots)"),
+        DeclareLaunchArgument("namespace", default_value="", description="ROS namespace of both nodes"),
+        DeclareLaunchArgument("engine", default_value="",
+                              description="vllm or sim: overrides planner.engine.kind; empty keeps the YAML's"),
+        DeclareLaunchArgument("ros_params", default_value="",
+                              description="optional ROS 2 parameters file for the planner node"),
+        DeclareLaunchArgument("use_sim_time", default_value="false", description="use the /clock topic"),
+        OpaqueFunction(function=_nodes),
     ])

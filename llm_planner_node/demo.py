@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .client import STATUS_NAMES, TUF_CLASSES, GoalClient, GoalHandle, spinning
+from .logging_setup import add_log_level_argument, configure_logging
 from .params import DEFAULT_PARAMS, ParamError
 
 
@@ -53,9 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how many rounds of goals to send (default: all %(default)s)")
     parser.add_argument("--out", default="out/demo", help="directory for the report and plot")
     parser.add_argument("--timeout", type=float, default=300.0, help="per-goal time limit (s)")
+    add_log_level_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    configure_logging(getattr(args, "log_level", "info"))
     from .up import load_with_overrides, running_fleet
 
     try:
@@ -64,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"timely-fleet demo: {e}")
         return 2
     known = {r.id for r in params.robots}
+    presets = {k: v.as_tuple() for k, v in params.planner.tuf_presets.items()}
     workload = [[g for g in rnd if g.robot_id in known] for rnd in WORKLOAD[: args.rounds]]
     if not any(workload):
         print("timely-fleet demo: the parameter file has none of the demo robots "
@@ -78,12 +82,12 @@ def run(args: argparse.Namespace) -> int:
         client = GoalClient(fleet.context, "demo_client")
         try:
             with spinning(client.node, fleet.context):
-                sent = _send_workload(client, workload, args)
+                sent = _send_workload(client, workload, args, presets)
         finally:
             client.destroy()
     if sent is None:
         return 1
-    rows = report_rows(sent)
+    rows = report_rows(sent, presets)
     print()
     print(format_report(rows))
     out = Path(args.out)
@@ -96,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _send_workload(client: GoalClient, workload: list[list[DemoGoal]],
-                   args: argparse.Namespace) -> list[tuple[DemoGoal, GoalHandle]] | None:
+def _send_workload(client: GoalClient, workload: list[list[DemoGoal]], args: argparse.Namespace,
+                   presets: dict[str, tuple[float, float, float]]) -> list[tuple[DemoGoal, GoalHandle]] | None:
     """Send each round's goals with their timing; wait for every result before the next round."""
     if not client.wait_for_server(30):
         print("[demo] the planner's action server did not come up")
@@ -111,7 +115,7 @@ def _send_workload(client: GoalClient, workload: list[list[DemoGoal]],
             delay = base + g.at_s - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            h = client.send(g.robot_id, g.instruction, task_type=g.task_type, tuf=TUF_CLASSES[g.urgency],
+            h = client.send(g.robot_id, g.instruction, task_type=g.task_type, tuf=presets[g.urgency],
                             on_feedback=_printer(g, t0))
             print(f"[{time.monotonic() - t0:7.2f} s] round {rnd + 1}: {g.urgency} goal to {g.robot_id}: "
                   f"{g.instruction!r}", flush=True)
@@ -136,7 +140,8 @@ def _printer(g: DemoGoal, t0: float):
     return show
 
 
-def report_rows(sent: list[tuple[DemoGoal, GoalHandle]]) -> list[dict[str, Any]]:
+def report_rows(sent: list[tuple[DemoGoal, GoalHandle]],
+                presets: dict[str, tuple[float, float, float]] = TUF_CLASSES) -> list[dict[str, Any]]:
     """Per task type: mean utility (and % of beta), mean response, mean waiting, completed."""
     by_type: dict[str, list[tuple[DemoGoal, Any]]] = {}
     for g, h in sent:
@@ -144,7 +149,7 @@ def report_rows(sent: list[tuple[DemoGoal, GoalHandle]]) -> list[dict[str, Any]]
     rows = []
     for task_type, items in by_type.items():
         ok = [(g, r) for g, r in items if r.status == 0]
-        beta = TUF_CLASSES[items[0][0].urgency][2]
+        beta = presets[items[0][0].urgency][2]
         util = [r.time_utility for _, r in ok]
         rows.append({
             "task_type": task_type, "goals": len(items), "completed": len(ok),

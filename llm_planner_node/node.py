@@ -1,483 +1,529 @@
-"""The planning node: a ROS 2 action server for ``timely_fleet/action/PlanTask``.
+"""The planning node: a thin ROS 2 lifecycle node over :class:`~.planner_service.PlannerService`.
 
-It hosts an engine (vLLM, or the simulated engine) and the scheduling core
-(:class:`~llm_planner_node.core.planner.Planner`), and wires them to ROS:
+Like the rclpy ``minimal_action_server`` example, this file holds only the ROS side: the
+``plan_task`` action server, publishers, subscriptions, timers and the lifecycle transitions.
+The service holds the logic (scheduling core, goal registry, robot link protocol); message
+conversion lives in :mod:`.ros_messages`.
 
-- goals arrive on the ``plan_task`` action; each is validated (robot, kind, skill set, TUF,
-  instruction) and, if bad, ended at once with ``STATUS_REJECTED`` and the reason (a ROS 2
-  goal rejection cannot carry a reason, so bad goals are accepted and aborted with one);
-- every segment the core dispatches is published to ``/robots/<robot_id>/segments``
-  (reliable QoS, sequence numbers; re-sent while the adapter has not acknowledged it) and as
-  action feedback;
-- ``/robot_status`` reports feed the core (execution start/end, measured skill durations for
-  the execution-time model, failures); an adapter that stays silent past ``robot_timeout_s``
-  while it owes a report ends its goal with ``STATUS_TIMEOUT``;
-- cancel stops the generation, tells the adapter (``cancel`` segment) and ends the goal;
-- engine failures end every affected goal with ``STATUS_ENGINE_FAILED``; a dead engine is
-  restarted so the node keeps serving;
-- ``/planner/diagnostics`` (PlannerStats) reports queue length, running batch, tokens/s and
-  per-outcome counters once per second.
+Lifecycle (``lifecycle_msgs``; ``timely-fleet up`` drives the transitions itself):
 
-Threads: the core is single-threaded. ROS callbacks never touch it directly; they put commands
-on a queue that the scheduler thread drains between engine steps.
+- **configure**: build the service and load the engine (vLLM loads here, ~30 s on CPU);
+- **activate**: accept goals;
+- **deactivate**: stop accepting; goals in flight end CANCELLED ("planner deactivated") and
+  their robots are stopped;
+- **cleanup**: free the engine; **shutdown**: end every goal, free everything.
+
+Goals sent while the node is not active are refused with the reason (accepted and aborted with
+``STATUS_REJECTED``: a ROS 2 goal rejection cannot carry a reason). Topics are relative to the
+node's namespace (:mod:`.ros_messages`); ``/diagnostics`` carries standard
+``diagnostic_msgs/DiagnosticArray`` with OK / WARN / ERROR; every stamp comes from the node's
+clock (``use_sim_time`` follows ``/clock``).
 """
 
 from __future__ import annotations
 
-import math
-import queue
+import hashlib
+import hmac
 import threading
-import time
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from builtin_interfaces.msg import Time as TimeMsg
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import GoalEvent
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
-from rclpy.task import Future
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from timely_fleet.action import PlanTask
-from timely_fleet.msg import (GoalRecord, GoalResult, PlannerStats, RobotStatus, SegmentReport, Skill,
-                              SkillSegment)
+from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus, SkillSegment
+from timely_fleet.srv import CancelPlan
 
-from .core.clock import Clock, WallClock
+from .client import STATUS_NAMES
+from .core.clock import Clock
 from .core.engine_api import Engine
-from .core.execution_time import ExecutionTimeModel
-from .core.planner import Planner, PlannerConfig
-from .core.policies import get_policy
-from .core.skills import DEFAULT_SKILL_SETS, SkillCall
-from .core.task_model import GenState, Goal, Request, Segment
-from .core.tuf import TUFParams, tuf0
-from .engines.factory import predictor_for, prompt_builder_for
+from .core.task_model import EndKind, Request
 from .params import FleetParams
+from .planner_service import GoalIn, PlannerService, StatusIn, safe_text
+from .ros_params import add_validation_callback, declare_parameters
+from .security import Keystore, LinkSigner, LinkVerifier
+from .ros_messages import (ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
+                           STATUS_READER_QOS, STATUS_TOPIC, action_qos_kwargs, build_result, draining_subscription,
+                           rejected_result, segment_message, segment_publishers, status_goal_id, status_topic,
+                           stop_message)
 
 
-SEGMENT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
-                         history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
-STATUS_QOS = QoSProfile(depth=500, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-#: Action services: bursts of goals (one event triggers up to 16 tasks in WID2) must not overflow
-#: the default service queue of 10 requests, which silently drops goals.
-ACTION_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+class HotPathLog:
+    """The node's per-goal log lines (one per goal end or refusal, ``ports.log``) without rclpy's
+    per-call cost: ``RcutilsLogger.log`` finds its caller with ``inspect`` (file system calls)
+    on every call, 12% of the goal thread's CPU in a 200-goal burst. Lines go to the same rcutils
+    logger (same name, severity filter and output) with this class as their location."""
+
+    _SEVERITY = {"debug": LoggingSeverity.DEBUG, "info": LoggingSeverity.INFO,
+                 "warning": LoggingSeverity.WARN, "error": LoggingSeverity.ERROR}
+
+    def __init__(self, logger: Any) -> None:
+        self.logger = logger
+        try:
+            from rclpy.impl.implementation_singleton import rclpy_implementation
+
+            self._emit = rclpy_implementation.rclpy_logging_rcutils_log
+        except (ImportError, AttributeError):  # another rclpy: its own (slower) path
+            self._emit = None
+
+    def __call__(self, level: str, text: str) -> None:
+        severity = self._SEVERITY.get(level, LoggingSeverity.INFO)
+        if self._emit is None:
+            self.logger.log(text, severity)
+        elif self.logger.is_enabled_for(severity):
+            self._emit(severity, self.logger.name, text, "log", __file__, 0)
 
 
-def action_qos_kwargs() -> dict[str, QoSProfile]:
-    """QoS for both ends of the ``plan_task`` action (server and clients must agree)."""
-    return {"goal_service_qos_profile": ACTION_QOS, "result_service_qos_profile": ACTION_QOS,
-            "cancel_service_qos_profile": ACTION_QOS}
+class FinishLaterActionServer(ActionServer):
+    """An rclpy ActionServer whose execute callback starts a goal and returns at once; the goal
+    is finished later, from any thread, with :meth:`finish_goal`.
 
-Result = PlanTask.Result
+    rclpy's own ``_execute_goal`` awaits the execute callback, so every goal in flight keeps a
+    pending coroutine in the executor, which rclpy's MultiThreadedExecutor re-scans at every
+    wake-up (ros2/rclpy issue 1452; with 64 goals in flight the spin thread used 40% of a core
+    running no planner code). Here no coroutine outlives the goal's start. Results go out the
+    way rclpy sends them: through the server's per-goal result future, under its lock."""
+
+    async def _execute_goal(self, execute_callback: Any, goal_handle: Any) -> None:
+        execute_callback(goal_handle)
+
+    #: Goal and result requests taken per executor round (rclpy takes one of each per round,
+    #: rebuilding the wait set in between: a burst of 200 goals cost 200 rounds).
+    DRAIN = 32
+
+    def take_data(self) -> Any:
+        data = super().take_data()
+        for key, ready, take, request in (
+                ("goal", "_is_goal_request_ready", self._handle.take_goal_request,
+                 self._action_type.Impl.SendGoalService.Request),
+                ("result", "_is_result_request_ready", self._handle.take_result_request,
+                 self._action_type.Impl.GetResultService.Request)):
+            if key not in data or not getattr(self, ready):
+                continue
+            more = []
+            for _ in range(self.DRAIN - 1):
+                with self._lock:
+                    taken = take(request)
+                if not taken[0]:  # nothing more waiting: (None, None)
+                    break
+                more.append(taken)
+            data["more_" + key] = more
+        return data
+
+    #: Set by the node: does a goal fail its field checks (it will be rejected at once)? Such
+    #: goals are served first among those taken in one round, so a bad goal's rejection does not
+    #: wait behind a burst of good ones.
+    rejects_at_once: Callable[[Any], bool] | None = None
+
+    async def execute(self, taken_data: Any) -> None:
+        goals = ([taken_data.pop("goal")] if "goal" in taken_data else []) + taken_data.pop("more_goal", [])
+        if self.rejects_at_once is not None and len(goals) > 1:
+            goals.sort(key=lambda g: not self.rejects_at_once(g[1].goal))  # stable: good ones keep their order
+        for goal in goals:
+            await self._execute_goal_request(goal)
+        await super().execute(taken_data)
+        for result in taken_data.get("more_result", ()):
+            await self._execute_get_result_request(result)
+
+    #: Set by the node: may a "cancel every goal" request (all-zero goal id) be honoured?
+    allow_cancel_all = False
+    refused_cancel_all = 0
+
+    async def _execute_cancel_request(self, request_header_and_message: Any) -> None:
+        """Refuse "cancel every goal" (and "every goal before a stamp"): an all-zero goal id
+        would let any node on the domain end every goal in flight (ROS action semantics); it is
+        answered ERROR_REJECTED unless ``security.allow_cancel_all``."""
+        request_header, cancel_request = request_header_and_message
+        if not self.allow_cancel_all and not any(cancel_request.goal_info.goal_id.uuid):
+            self.refused_cancel_all += 1
+            response = self._action_type.Impl.CancelGoalService.Response()
+            response.return_code = response.ERROR_REJECTED
+            with self._lock:
+                self._handle.send_cancel_response(request_header, response)
+            return
+        await super()._execute_cancel_request(request_header_and_message)
+
+    def finish_goal(self, goal_handle: Any, result: Any) -> None:
+        """Send ``result`` for a goal whose handle is already in its terminal state."""
+        if goal_handle.is_active:  # never leave a goal without a terminal state
+            goal_handle.abort()
+        response = self._action_type.Impl.GetResultService.Response()
+        response.status = goal_handle.status
+        response.result = result
+        future = self._result_futures.get(bytes(goal_handle.goal_id.uuid))
+        if future is not None and not future.done():
+            future.set_result(response)
 
 
-def segments_topic(robot_id: str) -> str:
-    return f"/robots/{robot_id}/segments"
+#: Queue length above which diagnostics warn (goals waiting for the engine).
+QUEUE_WARN = 200
+#: Free KV share below which diagnostics warn.
+KV_WARN = 0.05
 
 
-def skill_msgs(calls: tuple[SkillCall, ...], skill_set_id: str | None) -> list[Skill]:
-    """SkillCall -> timely_fleet/Skill: argument names from the goal's skill set, canonical text."""
-    skill_set = DEFAULT_SKILL_SETS[skill_set_id] if skill_set_id else None
-    out = []
-    for c in calls:
-        spec_args = skill_set.spec(c.name).args if skill_set is not None else ()
-        names = [a.name for a in spec_args][: len(c.args)]
-        names += [f"arg{i}" for i in range(len(names), len(c.args))]
-        out.append(Skill(name=c.name, arg_names=names, arg_values=[str(a) for a in c.args]))
-    return out
-
-
-def stamp(t_wall: float) -> TimeMsg:
-    sec = int(t_wall)
-    return TimeMsg(sec=sec, nanosec=int((t_wall - sec) * 1e9))
-
-
-@dataclass
-class _GoalRecord:
-    """What the node tracks for one accepted goal (beside the core's Request)."""
-
-    request_id: int
-    goal_id: str
-    handle: Any
-    ended: Any                           # rclpy Future the execute coroutine awaits
-    status: int | None = None            # node-decided outcome (robot failure, timeout, cancel)
-    message: str = ""
-    acked: set[int] = field(default_factory=set)            # segments the adapter acknowledged
-    sent: dict[int, tuple[float, int]] = field(default_factory=dict)  # seq -> (last send, count)
-    msgs: dict[int, SkillSegment] = field(default_factory=dict)
-    last_heard: float = 0.0
-
-
-class PlannerNode(Node):
+class PlannerNode(LifecycleNode):
     """The ``llm_planner`` node (see the module docstring)."""
 
-    def __init__(self, params: FleetParams, *, engine: Engine | None = None,
+    def __init__(self, params: FleetParams | None = None, *, engine: Engine | None = None,
                  engine_factory: Callable[[], Engine] | None = None,
                  prompt_builder: Callable[[str, str, str], object] | None = None,
                  clock: Clock | None = None, context: Any = None, name: str = "llm_planner",
+                 namespace: str | None = None, cli_args: list[str] | None = None,
                  ack_timeout_s: float = 1.0, max_resends: int = 3) -> None:
-        super().__init__(name, context=context)
-        self.params = params
-        self.pp = params.planner
-        self.clock = clock or WallClock()
-        self._engine_factory = engine_factory
-        self._owns_engine = engine is None  # a lent engine (tests, embedding) is not closed here
-        engine = engine or (engine_factory() if engine_factory else None)
-        if engine is None:
-            raise ValueError("PlannerNode needs an engine or an engine_factory")
-        self._prompt_builder = prompt_builder or prompt_builder_for(params.planner.engine)
-        self.ack_timeout_s = ack_timeout_s
-        self.max_resends = max_resends
-        policy = get_policy(self.pp.policy, max_batch=self.pp.max_batch if self.pp.batching_mode == "fixed" else None)
-        self.exec_model = ExecutionTimeModel()
-        self.planner = Planner(engine, policy, self.clock, self.exec_model, sink=self,
-                               config=PlannerConfig(network_latency_s=self.pp.network_latency_s),
-                               predictor=predictor_for(policy, self.pp.engine))
-        self._cmds: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._records: dict[int, _GoalRecord] = {}
-        self._by_goal_id: dict[str, int] = {}
-        self._busy_robots: dict[str, str] = {}
-        self._early_cancels: set[str] = set()
-        self.counters: Counter[str] = Counter()
-        self._rate_mark = (self.clock.now(), 0)   # (time, tokens generated) at the last stats
-        self._forgotten_tokens = 0                # tokens of requests already dropped from the core
-
-        self._cb = ReentrantCallbackGroup()
-        self._seg_pubs = {r.id: self.create_publisher(SkillSegment, segments_topic(r.id), SEGMENT_QOS)
-                          for r in params.robots}
-        self._stats_pub = self.create_publisher(PlannerStats, "/planner/diagnostics", 10)
-        self._goal_pub = self.create_publisher(GoalRecord, "/planner/goals", STATUS_QOS)
-        self._result_pub = self.create_publisher(GoalResult, "/planner/results", STATUS_QOS)
-        self.create_subscription(RobotStatus, "/robot_status", self._on_status, STATUS_QOS,
-                                 callback_group=self._cb)
-        self._server = ActionServer(self, PlanTask, "plan_task", execute_callback=self._execute,
+        super().__init__(name, context=context, namespace=namespace, cli_args=cli_args)
+        # every setting is a declared parameter: ``params`` (or the ``params_file`` YAML) gives the
+        # defaults, ``-p`` / ``--params-file`` / launch ``parameters=`` override them (ros_params)
+        self.params = declare_parameters(self, params)
+        add_validation_callback(self, lambda: self.params, self._apply_params)
+        params = self.params
+        self._service_args = dict(engine=engine, engine_factory=engine_factory, prompt_builder=prompt_builder,
+                                  clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends)
+        self.service: PlannerService | None = None
+        self._lock = threading.Lock()
+        self._handles: dict[str, Any] = {}  # goal id -> action goal handle (feedback)
+        self._cancel_keys: dict[str, str] = {}  # goal id -> SHA-256 of its client's cancel secret
+        self.cancel_refusals: dict[str, int] = {}
+        self._goals_cb = ReentrantCallbackGroup()
+        self._log = HotPathLog(self.get_logger())
+        # one publisher on the shared robot_segments topic for every robot (per robot with security.per_robot_topics)
+        self._seg_pubs = segment_publishers(self, SkillSegment, [r.id for r in params.robots],
+                                            params.security.per_robot_topics)
+        self._stats_pub = self.create_publisher(PlannerStats, STATS_TOPIC, 10)
+        self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
+        self._goal_pub = self.create_publisher(GoalRecord, GOALS_TOPIC, STATUS_QOS)
+        self._result_pub = self.create_publisher(GoalResult, RESULTS_TOPIC, STATUS_QOS)
+        # the robot link's protection (README "Security"): built at configure from security.*
+        self._signer: LinkSigner | None = None
+        self._verifier: LinkVerifier | None = None
+        self._link_dropped_reported = 0
+        # Robot statuses arrive on a hidden helper node that its own executor thread spins
+        # (up.py), so a burst or a rogue's flood of statuses never delays goal intake or results,
+        # and goals never delay statuses. Hidden (leading "_") and outside the global ROS
+        # arguments, so `ros2 launch`'s `-r __node:=...` cannot give it the planner's name.
+        self.status_node = Node(f"_{self.get_name()}_status", context=context, namespace=self.get_namespace(),
+                                use_global_arguments=False, start_parameter_services=False)
+        if params.security.per_robot_topics:  # one topic per robot: access control can tell them apart
+            for r in params.robots:
+                draining_subscription(self.status_node, RobotStatus, status_topic(r.id),
+                                      lambda m, rid=r.id: self._on_status_raw(m, rid), STATUS_READER_QOS, raw=True)
+        else:
+            draining_subscription(self.status_node, RobotStatus, STATUS_TOPIC, self._on_status_raw, STATUS_READER_QOS,
+                                  raw=True)
+        self._server = FinishLaterActionServer(self, PlanTask, ACTION_NAME, execute_callback=self._start_goal,
                                     goal_callback=lambda _g: GoalResponse.ACCEPT,
                                     cancel_callback=self._on_cancel_request,
-                                    callback_group=self._cb, **action_qos_kwargs())
-        self.create_timer(1.0, lambda: self._cmds.put(self._publish_stats), callback_group=self._cb)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._scheduler_loop, name="planner-core", daemon=True)
-        self._thread.start()
-        self.get_logger().info(
-            f"planner ready: policy={self.pp.policy}, engine={self.pp.engine.kind}, "
-            f"robots={', '.join(r.id for r in params.robots)}")
+                                    callback_group=self._goals_cb, **action_qos_kwargs("server"))
+        self._server.allow_cancel_all = params.security.allow_cancel_all
+        self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
+        self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self._goals_cb)
+        self.create_timer(1.0, self._publish_diagnostics)
 
-    # -- validation ------------------------------------------------------------------------------
-    def validate(self, g: Any) -> str | None:
-        """Why a PlanTask goal cannot be served, or None if it is fine."""
-        robot = self.params.robot(g.robot_id)
-        if robot is None:
-            known = ", ".join(r.id for r in self.params.robots)
-            return f"unknown robot '{g.robot_id}' (configured robots: {known})"
-        if g.robot_kind and g.robot_kind != robot.kind:
-            return f"robot '{g.robot_id}' is a {robot.kind}, not a {g.robot_kind}"
-        if g.skill_set and g.skill_set not in DEFAULT_SKILL_SETS:
-            return f"unknown skill set '{g.skill_set}' (registered: {', '.join(DEFAULT_SKILL_SETS)})"
-        if g.skill_set and g.skill_set != robot.skill_set:
-            return f"robot '{g.robot_id}' runs skill set '{robot.skill_set}', not '{g.skill_set}'"
-        if not (math.isfinite(g.ert_s) and g.ert_s > 0):
-            return f"ert_s must be > 0 seconds, got {g.ert_s}"
-        if not (math.isfinite(g.alpha) and g.alpha <= 0):
-            return f"alpha must be <= 0 (utility cannot grow with lateness), got {g.alpha}"
-        if not (math.isfinite(g.beta) and g.beta > 0):
-            return f"beta must be > 0, got {g.beta}"
-        text = g.instruction.strip()
-        if not text:
-            return "instruction is empty"
-        if len(text) > self.pp.max_instruction_chars:
-            return f"instruction has {len(text)} characters, the limit is {self.pp.max_instruction_chars}"
-        if g.max_tokens > 4 * self.pp.max_tokens:
-            return f"max_tokens {g.max_tokens} exceeds the node's limit {4 * self.pp.max_tokens}"
-        busy = self._busy_robots.get(g.robot_id)
-        if busy is not None:
-            return f"robot '{g.robot_id}' is still executing goal {busy}; send one plan at a time per robot"
-        return None
+    def _apply_params(self, params: FleetParams) -> None:
+        """A run-time parameter change that passed validation (limits, timeouts, TUF presets)."""
+        self.params = params
+        if self.service is not None:
+            self.service.update_params(params)
 
-    # -- action execution (executor threads) --------------------------------------------------------
-    async def _execute(self, handle: Any) -> Any:
+    # -- lifecycle -------------------------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        args = dict(self._service_args)
+        if args["engine_factory"] is None:  # restarts (and the first engine) from the effective engine.*
+            from .core.clock import WallClock
+            from .engines.factory import engine_factory
+
+            args["clock"] = args["clock"] or WallClock()
+            args["engine_factory"] = engine_factory(self.params.planner, args["clock"])
+        try:
+            sec = self.params.security
+            keystore = Keystore(sec.keystore or None) if sec.mode == "sign" else None
+            if keystore is not None:
+                for r in self.params.robots:
+                    keystore.key(r.id)  # a missing key stops here, with the sentence naming `timely-fleet keys`
+            self._signer = LinkSigner(keystore, sec.mode)
+            self._verifier = LinkVerifier(keystore, sec.mode)
+            self.service = PlannerService(self.params, self, **args)
+        except Exception as e:  # noqa: BLE001 - the transition fails with the reason logged
+            self.get_logger().error(f"configure failed: {safe_text(str(e) or repr(e), 500)}")
+            return TransitionCallbackReturn.FAILURE
+        self.service.start()
+        pp = self.params.planner
+        self.get_logger().info(f"planner configured: policy={pp.policy}, engine={pp.engine.kind}, "
+                               f"robots={', '.join(r.id for r in self.params.robots)}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        assert self.service is not None
+        self.service.accepting = True
+        self.get_logger().info("planner active: accepting goals")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self.service is not None:
+            self.service.accepting = False
+            self.service.end_all("planner deactivated")
+        self.get_logger().info("planner inactive: goals are refused")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._close_service("planner cleaned up")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._close_service("planner node shutting down")
+        return TransitionCallbackReturn.SUCCESS
+
+    def _close_service(self, reason: str) -> None:
+        with self._lock:
+            service, self.service = self.service, None
+        if service is not None:
+            service.close(reason)
+
+    def close(self) -> None:
+        """End every goal and free the engine (node shutdown outside a lifecycle transition)."""
+        self._close_service("planner node shutting down")
+
+    def destroy_node(self) -> None:
+        status_node = getattr(self, "status_node", None)  # absent if the constructor failed early
+        if status_node is not None:
+            status_node.destroy_node()
+        super().destroy_node()
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return dict(self.service.snapshot.counters) | dict(self.service.counters) if self.service else {}
+
+    # -- goals ---------------------------------------------------------------------------------
+    def _start_goal(self, handle: Any) -> None:
+        """Executor thread: hand the goal to the service and return; the service ends it later
+        (:meth:`_end_goal`, scheduler thread). Rejections end it here, at once."""
         g = handle.request
         goal_id = bytes(handle.goal_id.uuid).hex()
-        reason = self.validate(g)
+        goal = GoalIn(robot_id=g.robot_id, instruction=g.instruction, robot_kind=g.robot_kind,
+                      task_type=g.task_type, ert_s=g.ert_s, alpha=g.alpha, beta=g.beta,
+                      skill_set=g.skill_set, max_tokens=g.max_tokens)
+        service = self.service
+        if service is None:
+            self._end_goal(handle, goal_id, "the planner is not configured (lifecycle state 'unconfigured'): "
+                                            "it accepts no goals now")
+            return
+        self._handles[goal_id] = handle
+        if g.cancel_key_sha256:
+            self._cancel_keys[goal_id] = g.cancel_key_sha256.strip().lower()[:64]
+        reason = service.submit(goal_id, goal, lambda outcome: self._end_goal(handle, goal_id, outcome))
         if reason is not None:
-            return self._reject(handle, reason)
-        robot = self.params.robot(g.robot_id)
-        assert robot is not None
-        try:
-            prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set)
-        except ValueError as e:
-            return self._reject(handle, str(e))
-        goal = Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
-                    prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
-                    max_tokens=int(g.max_tokens or self.pp.max_tokens), skill_set_id=robot.skill_set,
-                    instruction=g.instruction.strip())
-        self._busy_robots[g.robot_id] = goal_id
-        # Completed on the scheduler thread: a rejection reason (str) or the ended goal's record.
-        # Awaiting it holds no executor thread, however many goals are in flight.
-        ended: Future = Future()
+            self._end_goal(handle, goal_id, reason)
 
-        def submit() -> None:
-            try:
-                rid = self.planner.submit(goal)
-            except ValueError as e:
-                ended.set_result(str(e))
-                return
-            rec = _GoalRecord(rid, goal_id, handle, ended, last_heard=self.clock.now())
-            self._records[rid] = rec
-            self._by_goal_id[goal_id] = rid
-            self._goal_pub.publish(GoalRecord(
-                goal_id=goal_id, stamp=stamp(time.time()), robot_id=g.robot_id, robot_kind=robot.kind,
-                task_type=goal.task_type, instruction=goal.instruction, ert_s=g.ert_s, alpha=g.alpha,
-                beta=g.beta, skill_set=robot.skill_set, max_tokens=goal.max_tokens))
-            if goal_id in self._early_cancels:  # cancel arrived before the goal reached the core
-                self._early_cancels.discard(goal_id)
-                self._cancel(rid)
-
-        self._cmds.put(submit)
-        outcome = await ended
+    def _end_goal(self, handle: Any, goal_id: str, outcome: Request | str) -> None:
+        """The goal's end (a rejection reason or its terminal request): result to the client."""
+        self._handles.pop(goal_id, None)
+        self._cancel_keys.pop(goal_id, None)
         if isinstance(outcome, str):
-            self._busy_robots.pop(g.robot_id, None)
-            return self._reject(handle, outcome)
-        return self._finish(handle, outcome)
+            result = self._reject(handle, goal_id, handle.request.robot_id, outcome)
+        else:
+            result = self._finish(handle, goal_id, outcome)
+        self._server.finish_goal(handle, result)
 
     def _on_cancel_request(self, handle: Any) -> CancelResponse:
+        """The standard action cancel: it carries no proof of who sends it (any node on the
+        domain can name any goal id, which goal status topics publish), so a goal whose client
+        set a cancel key is cancelled only through ``planner/cancel_goal``."""
         goal_id = bytes(handle.goal_id.uuid).hex()
-
-        def cancel() -> None:
-            rid = self._by_goal_id.get(goal_id)
-            if rid is None:
-                self._early_cancels.add(goal_id)
-            else:
-                self._cancel(rid)
-
-        self._cmds.put(cancel)
+        if goal_id in self._cancel_keys:
+            self._refuse_cancel("protected goal: cancel it through planner/cancel_goal with its secret")
+            return CancelResponse.REJECT
+        if self.service is not None:
+            self.service.cancel(goal_id)
         return CancelResponse.ACCEPT
 
-    def _reject(self, handle: Any, reason: str) -> Any:
-        self.counters["rejected"] += 1
-        self.get_logger().warning(f"goal rejected: {reason}")
-        handle.abort()
-        return Result(status=Result.STATUS_REJECTED, message=reason, response_time_s=-1.0,
-                      robot_waiting_s=-1.0)
+    def _refuse_cancel(self, why: str) -> None:
+        self.cancel_refusals[why] = self.cancel_refusals.get(why, 0) + 1
 
-    def _finish(self, handle: Any, rec: _GoalRecord) -> Any:
-        req = self.planner.requests[rec.request_id]
-        self._busy_robots.pop(req.goal.robot_id, None)
-        res = build_result(req, rec)
+    def _on_cancel_goal(self, request: Any, response: Any) -> Any:
+        """``planner/cancel_goal``: cancel a goal for its own client (the secret of the goal's
+        cancel key) or an operator (``security.cancel_operator_keys_sha256``)."""
+        digest = hashlib.sha256(request.secret.encode()).hexdigest() if request.secret else ""
+        key = self._cancel_keys.get(request.goal_id)
+        operators = {h.strip().lower() for h in self.params.security.cancel_operator_keys_sha256.split(",") if h.strip()}
+        if request.goal_id not in self._handles:
+            response.accepted, response.message = False, "no such goal in flight"
+        elif digest and (hmac.compare_digest(digest, key or "") or digest in operators):
+            handle = self._handles.get(request.goal_id)
+            try:  # the action goal goes to CANCELING as with a standard cancel (ends CANCELED)
+                handle._update_state(GoalEvent.CANCEL_GOAL)  # noqa: SLF001 - what rclpy's cancel does
+            except Exception:  # noqa: BLE001 - already terminal or cancelling
+                pass
+            if self.service is not None:
+                self.service.cancel(request.goal_id)
+            response.accepted, response.message = True, "cancelling"
+        else:
+            self._refuse_cancel("wrong or missing secret")
+            response.accepted, response.message = False, "refused: not the goal's client or an operator"
+        return response
+
+    def _reject(self, handle: Any, goal_id: str, robot_id: str, reason: str) -> Any:
+        self.log("warning", f"goal {goal_id[:8]} robot {safe_text(robot_id)} REJECTED: {safe_text(reason, 300)}")
+        handle.abort()
+        return rejected_result(reason)
+
+    def _finish(self, handle: Any, goal_id: str, req: Request) -> Any:
+        """The goal's terminal request (immutable now) -> result, record, log line, handle state."""
+        res = build_result(req)
         g = req.goal
         self._result_pub.publish(GoalResult(
-            goal_id=rec.goal_id, stamp=stamp(time.time()), status=res.status, message=res.message,
+            goal_id=goal_id, stamp=self.get_clock().now().to_msg(), status=res.status, message=res.message,
             robot_id=g.robot_id, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha, beta=g.tuf.beta,
             plan_text=res.plan_text, segments=res.segments, response_time_s=res.response_time_s,
             robot_waiting_s=res.robot_waiting_s, time_utility=res.time_utility))
-        self._cmds.put(lambda: self._forget(rec))
-        if res.status == Result.STATUS_SUCCEEDED:
+        self._log_end(goal_id, g.robot_id, res)
+        if req.end is EndKind.SUCCEEDED:
             handle.succeed()
-            self.counters["succeeded"] += 1
-        elif res.status == Result.STATUS_CANCELLED and handle.is_cancel_requested:
+        elif req.end is EndKind.CANCELLED and handle.is_cancel_requested:
             handle.canceled()
-            self.counters["cancelled"] += 1
         else:
             handle.abort()
-            self.counters["failed"] += 1
         return res
 
-    # -- core commands (scheduler thread) ------------------------------------------------------------
-    def _scheduler_loop(self) -> None:
-        next_check = 0.0
-        while not self._stop.is_set():
-            try:
-                while True:
-                    self._cmds.get_nowait()()
-            except queue.Empty:
-                pass
-            try:
-                self.planner.tick()
-            except Exception as e:  # an engine that died: fail its goals, restart it
-                self._engine_failed(e)
-            now = self.clock.now()
-            if now >= next_check:
-                self._check_robots(now)
-                next_check = now + 0.1
+    def _log_end(self, goal_id: str, robot_id: str, res: Any) -> None:
+        """One line per goal end: goal id, robot, status, reason, response time."""
+        name = STATUS_NAMES.get(res.status, str(res.status))
+        resp = f"response {res.response_time_s:.3f} s" if res.response_time_s >= 0 else "no response"
+        line = f"goal {goal_id[:8]} robot {safe_text(robot_id)} {name}: {safe_text(res.message, 300)} ({resp})"
+        if res.status == PlanTask.Result.STATUS_SUCCEEDED:
+            self.log("info", line)
+        elif res.status == PlanTask.Result.STATUS_CANCELLED:
+            self.log("warning", line)
+        else:
+            self.log("error", line)
 
-    def _engine_failed(self, error: Exception) -> None:
-        self.get_logger().error(f"inference engine failed: {error!r}")
-        for rid, rec in list(self._records.items()):
-            req = self.planner.requests[rid]
-            if not req.state.terminal:
-                rec.status = Result.STATUS_ENGINE_FAILED
-                rec.message = f"inference engine failed: {error}"
-                self.planner.cancel(rid)
-        if self._engine_factory is not None:
-            old = self.planner.engine
-            close = getattr(old, "close", None)
-            if close:
-                close()
-            self.planner.engine = self._engine_factory()
-            self._owns_engine = True
-            self.get_logger().info("inference engine restarted")
+    # -- PlannerPorts (scheduler thread) ---------------------------------------------------------
+    def segment(self, goal_id: str, req: Request, index: int, final: bool) -> Any:
+        msg = segment_message(goal_id, req, index, final, self.get_clock().now().to_msg())
+        self.publish(req.goal.robot_id, msg)
+        handle = self._handles.get(goal_id)
+        if handle is not None:
+            handle.publish_feedback(PlanTask.Feedback(
+                index=index, text=msg.text, skills=msg.skills, final=final,
+                queue_s=req.gen_start[index] - req.queued_at(index),
+                generation_s=req.gen_end[index] - req.gen_start[index]))
+        return msg
 
-    def _forget(self, rec: _GoalRecord) -> None:
-        self._records.pop(rec.request_id, None)
-        self._by_goal_id.pop(rec.goal_id, None)
-        self._forgotten_tokens += self.planner.requests[rec.request_id].generated_tokens
-        self.planner.forget(rec.request_id)
+    def stop(self, goal_id: str, robot_id: str, sequence: int) -> Any:
+        msg = stop_message(goal_id, robot_id, sequence, self.get_clock().now().to_msg())
+        self.publish(robot_id, msg)
+        return msg
 
-    def _cancel(self, rid: int) -> None:
-        rec = self._records.get(rid)
-        if rec is None:
-            return
-        req = self.planner.requests[rid]
-        if rec.status is None:
-            rec.status, rec.message = Result.STATUS_CANCELLED, "cancelled by client"
-        if self.planner.cancel(rid) and req.segments:
-            self._publish(req.goal.robot_id, SkillSegment(
-                goal_id=rec.goal_id, robot_id=req.goal.robot_id, sequence=len(req.segments),
-                cancel=True, stamp=stamp(time.time())))
-
-    # PlannerSink
-    def dispatch(self, request: Request, segment: Segment) -> None:
-        rec = self._records[request.id]
-        final = segment.final or (request.state is GenState.GENERATED
-                                  and segment.index == len(request.segments) - 1)
-        msg = SkillSegment(goal_id=rec.goal_id, robot_id=request.goal.robot_id, sequence=segment.index,
-                           text=segment.text, skills=skill_msgs(segment.calls, request.goal.skill_set_id), final=final,
-                           stamp=stamp(time.time()))
-        rec.msgs[segment.index] = msg
-        rec.sent[segment.index] = (self.clock.now(), 1)
-        self._publish(request.goal.robot_id, msg)
-        k = segment.index
-        fb = PlanTask.Feedback(index=k, text=segment.text, skills=msg.skills, final=final,
-                               queue_s=request.gen_start[k] - request.queued_at(k),
-                               generation_s=request.gen_end[k] - request.gen_start[k])
-        rec.handle.publish_feedback(fb)
-
-    def done(self, request: Request) -> None:
-        rec = self._records.get(request.id)
-        if rec is None:
-            return
-        if request.state is GenState.CANCELLED and rec.status is None:
-            rec.status, rec.message = Result.STATUS_CANCELLED, request.end_reason
-        rec.ended.set_result(rec)
-
-    def _publish(self, robot_id: str, msg: SkillSegment) -> None:
+    def publish(self, robot_id: str, msg: Any) -> None:
+        """Publish (or re-send) a segment or stop, signed afresh: every send has a new counter."""
+        if self._signer is not None:
+            self._signer.sign_segment(msg, robot_id)
         self._seg_pubs[robot_id].publish(msg)
 
-    # -- robot status ------------------------------------------------------------------------------
-    def _on_status(self, msg: RobotStatus) -> None:
-        self._cmds.put(lambda: self._handle_status(msg))
+    def goal_started(self, goal_id: str, req: Request) -> None:
+        g = req.goal
+        self._goal_pub.publish(GoalRecord(
+            goal_id=goal_id, stamp=self.get_clock().now().to_msg(), robot_id=g.robot_id, robot_kind=g.robot_kind,
+            task_type=g.task_type, instruction=g.instruction, ert_s=g.tuf.ert, alpha=g.tuf.alpha,
+            beta=g.tuf.beta, skill_set=g.skill_set_id or "", max_tokens=g.max_tokens))
 
-    def _handle_status(self, msg: RobotStatus) -> None:
-        rid = self._by_goal_id.get(msg.goal_id)
-        rec = self._records.get(rid) if rid is not None else None
-        if rec is None:
+    def log(self, level: str, text: str) -> None:
+        self._log(level, text)
+
+    # -- robot status ----------------------------------------------------------------------------
+    def _on_status_raw(self, raw: bytes, topic_robot: str | None = None) -> None:
+        """A serialized status: read its goal id first; one about no goal the planner knows is
+        dropped without deserializing (a rogue's flood costs a lookup, not a message)."""
+        service = self.service
+        if service is None:
             return
-        req = self.planner.requests[rid]
-        rec.last_heard = self.clock.now()
-        k = msg.sequence
-        rec.acked.add(k)
-        S = RobotStatus
-        if msg.state == S.STATE_EXECUTING:
-            if k < len(req.exec_start) and req.exec_start[k] is None:
-                self.planner.on_robot_status(msg.robot_id, rid, k, "started")
-        elif msg.state == S.STATE_DONE:
-            self.planner.on_robot_status(msg.robot_id, rid, k, "finished",
-                                         durations=list(msg.skill_durations_s))
-        elif msg.state == S.STATE_FAILED:
-            if rec.status is None:
-                rec.status = Result.STATUS_ROBOT_FAILED
-                rec.message = f"robot {msg.robot_id} failed segment {k}: {msg.error or 'no reason given'}"
-            self.planner.on_robot_status(msg.robot_id, rid, k, "failed", reason=rec.message)
+        goal_id = status_goal_id(raw)
+        if goal_id is None or not service.expects_status(goal_id):
+            service.status_drops["does not match a goal in flight"] += 1
+            return
+        self._on_status(deserialize_message(raw, RobotStatus), topic_robot)
 
-    def _check_robots(self, now: float) -> None:
-        """Re-send unacknowledged segments; time out adapters that went silent."""
-        for rid, rec in list(self._records.items()):
-            req = self.planner.requests[rid]
-            if req.state.terminal:
-                continue
-            for k, (t_sent, n) in list(rec.sent.items()):
-                if k in rec.acked:
-                    continue
-                if now - t_sent >= self.ack_timeout_s and n <= self.max_resends:
-                    rec.sent[k] = (now, n + 1)
-                    self._publish(req.goal.robot_id, rec.msgs[k])
-            owes = any(e is None for e in req.exec_end)
-            if owes and now - rec.last_heard > self.pp.robot_timeout_s:
-                rec.status = Result.STATUS_TIMEOUT
-                rec.message = (f"robot {req.goal.robot_id} sent no status for "
-                               f"{now - rec.last_heard:.1f} s (robot_timeout_s={self.pp.robot_timeout_s})")
-                self.planner.on_robot_status(req.goal.robot_id, rid, len(req.exec_end) - 1, "failed",
-                                             reason=rec.message)
+    def _on_status(self, msg: RobotStatus, topic_robot: str | None = None) -> None:
+        """Robot statuses: their own callback group (never queued behind goals); authenticated
+        (``security.mode: sign``) and validated by the service before any state is touched."""
+        service, verifier = self.service, self._verifier
+        if service is None:
+            return
+        if topic_robot is not None and msg.robot_id != topic_robot:
+            service.status_drops["robot id does not match its topic"] += 1
+            return
+        if verifier is not None:
+            reason = verifier.check_status(msg)
+            if reason is not None:
+                service.status_drops[f"link: {reason}"] += 1
+                return
+        service.on_status(StatusIn(msg.robot_id, msg.goal_id, int(msg.sequence), int(msg.state),
+                                   tuple(msg.skill_durations_s), msg.error))
 
-    # -- diagnostics -------------------------------------------------------------------------------
-    def _publish_stats(self) -> None:
-        """Diagnostics (runs on the scheduler thread, like every access to the core)."""
-        reqs = list(self.planner.requests.values())
-        states = Counter(r.state for r in reqs)
-        now = self.clock.now()
-        total = self._forgotten_tokens + sum(r.generated_tokens for r in reqs)
-        t0, n0 = self._rate_mark
-        self._rate_mark = (now, total)
-        engine = self.planner.engine
-        cap = max(1, engine.kv_capacity_tokens())
+    # -- diagnostics -----------------------------------------------------------------------------
+    def _publish_diagnostics(self) -> None:
+        service = self.service
+        now = self.get_clock().now().to_msg()
+        if service is None:
+            self._diag_pub.publish(DiagnosticArray(header=self._header(now), status=[DiagnosticStatus(
+                level=DiagnosticStatus.WARN, name=f"{self.get_name()}: engine", hardware_id=self.get_name(),
+                message="not configured: no engine loaded")]))
+            return
+        snap, health, pp = service.snapshot, service.health, service.params.planner
         self._stats_pub.publish(PlannerStats(
-            policy=self.pp.policy, queued=states[GenState.QUEUED], running=states[GenState.RUNNING],
-            suspended=states[GenState.SUSPENDED],
-            active_goals=sum(1 for r in reqs if not r.state.terminal),
-            goals_succeeded=self.counters["succeeded"], goals_failed=self.counters["failed"],
-            goals_cancelled=self.counters["cancelled"], goals_rejected=self.counters["rejected"],
-            tokens_per_s=(total - n0) / max(now - t0, 1e-6),
-            kv_free_fraction=engine.free_kv_tokens() / cap, stamp=stamp(time.time())))
+            policy=pp.policy, queued=snap.queued, running=snap.running, suspended=snap.suspended,
+            active_goals=snap.active_goals, goals_succeeded=snap.counters.get(EndKind.SUCCEEDED.value, 0),
+            goals_failed=sum(snap.counters.get(k.value, 0) for k in EndKind
+                             if k not in (EndKind.SUCCEEDED, EndKind.CANCELLED)),
+            goals_cancelled=snap.counters.get(EndKind.CANCELLED.value, 0),
+            goals_rejected=snap.counters.get("rejected", 0),
+            tokens_per_s=snap.tokens_per_s, kv_free_fraction=snap.kv_free_fraction, stamp=now))
+        # engine: ERROR while down or restarting, and once for every failure since the last report
+        if health.state != "up" or health.failures > health.failures_reported:
+            level = DiagnosticStatus.ERROR
+            text = (f"engine {health.state}" if health.state != "up" else "engine failed and was restarted") + \
+                f": {health.last_error}"
+            health.failures_reported = health.failures
+        else:
+            level, text = DiagnosticStatus.OK, f"engine up ({pp.engine.kind}, {snap.tokens_per_s:.0f} tokens/s)"
+        if level == DiagnosticStatus.OK and snap.kv_free_fraction < KV_WARN:
+            level, text = DiagnosticStatus.WARN, f"KV cache nearly exhausted ({snap.kv_free_fraction:.0%} free)"
+        engine_status = DiagnosticStatus(level=level, name=f"{self.get_name()}: engine", hardware_id=self.get_name(),
+                                         message=text, values=[KeyValue(key="kv_free_fraction",
+                                                                        value=f"{snap.kv_free_fraction:.3f}"),
+                                                               KeyValue(key="failures", value=str(health.failures))])
+        engine_status.values.append(KeyValue(key="status_delay_p99_s", value=f"{snap.status_delay_p99_s:.3f}"))
+        engine_status.values.extend(KeyValue(key=str(k), value=str(v)) for k, v in snap.engine.items())
+        q_level = DiagnosticStatus.WARN if snap.queued > QUEUE_WARN else DiagnosticStatus.OK
+        goals_status = DiagnosticStatus(
+            level=q_level, name=f"{self.get_name()}: goals", hardware_id=self.get_name(),
+            message=(f"queue of {snap.queued} past {QUEUE_WARN}" if q_level else
+                     f"{snap.active_goals} goal(s) in flight, {'accepting' if service.accepting else 'not accepting'}"),
+            values=[KeyValue(key=k, value=str(v)) for k, v in sorted(snap.counters.items())]
+            + [KeyValue(key=f"cancel refused: {k}", value=str(v)) for k, v in sorted(self.cancel_refusals.items())]
+            + [KeyValue(key="cancel refused: cancel all", value=str(self._server.refused_cancel_all))])
+        r_level = DiagnosticStatus.WARN if snap.silent_robots else DiagnosticStatus.OK
+        message = (f"silent: {', '.join(snap.silent_robots)}" if snap.silent_robots
+                   else f"{len(self.params.robots)} robot(s) reporting")
+        link = self._verifier.counts() if self._verifier is not None else {}
+        dropped = sum(v for k, v in link.items() if k != "accepted")
+        if dropped > self._link_dropped_reported:  # forged, unsigned or replayed statuses since the last report
+            r_level = DiagnosticStatus.WARN
+            message = (f"{dropped - self._link_dropped_reported} status(es) failed authentication and were "
+                       f"dropped; {message}")
+            self._link_dropped_reported = dropped
+        robots_status = DiagnosticStatus(
+            level=r_level, name=f"{self.get_name()}: robots", hardware_id=self.get_name(), message=message,
+            values=[KeyValue(key=f"link {k}", value=str(v)) for k, v in link.items()]
+            + [KeyValue(key="security.mode", value=self.params.security.mode)])
+        self._diag_pub.publish(DiagnosticArray(header=self._header(now),
+                                               status=[engine_status, goals_status, robots_status]))
 
-    def close(self) -> None:
-        """Stop the scheduler thread and the engine; end every open goal."""
-        if self._stop.is_set():
-            return
-        def end_all() -> None:
-            for rid, rec in self._records.items():
-                if not self.planner.requests[rid].state.terminal:
-                    rec.status, rec.message = Result.STATUS_CANCELLED, "planner node shutting down"
-                    self.planner.cancel(rid)
-        self._cmds.put(end_all)
-        deadline = time.monotonic() + 2.0
-        while any(not r.ended.done() for r in list(self._records.values())) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        self._stop.set()
-        self._thread.join(timeout=5)
-        close = getattr(self.planner.engine, "close", None)
-        if close and self._owns_engine:
-            close()
+    @staticmethod
+    def _header(stamp: Any) -> Any:
+        from std_msgs.msg import Header
 
-
-def build_result(req: Request, rec: _GoalRecord) -> Any:
-    """The PlanTask result of a terminal request (times relative to goal arrival)."""
-    a = req.arrival
-    reports = []
-    for k, seg in enumerate(req.segments):
-        def rel(t: float | None) -> float:
-            return -1.0 if t is None else t - a
-        reports.append(SegmentReport(
-            index=k, text=seg.text, skills=skill_msgs(seg.calls, req.goal.skill_set_id),
-            dispatch_s=rel(req.dispatched_at[k]) if k < len(req.dispatched_at) else -1.0,
-            execution_start_s=rel(req.exec_start[k]) if k < len(req.exec_start) else -1.0,
-            execution_end_s=rel(req.exec_end[k]) if k < len(req.exec_end) else -1.0,
-            queued_s=rel(req.queued_at(k)), generation_start_s=rel(req.gen_start[k]),
-            generation_end_s=rel(req.gen_end[k])))
-    plan = "".join(s.text for s in req.segments)
-    response = (req.exec_start[0] - a) if req.exec_start and req.exec_start[0] is not None else -1.0
-    utility = tuf0(response, req.goal.tuf) if response >= 0 else 0.0
-    waiting = -1.0
-    if req.state is GenState.FINISHED and req.exec_end and req.exec_end[-1] is not None:
-        exec_total = sum(e - s for s, e in zip(req.exec_start, req.exec_end) if s is not None and e is not None)
-        waiting = req.exec_end[-1] - a - exec_total
-    if req.state is GenState.FINISHED:
-        status, message = Result.STATUS_SUCCEEDED, f"plan of {len(req.segments)} segment(s) executed"
-    elif rec.status is not None:
-        status, message = rec.status, rec.message
-    elif req.failure == "invalid_plan":
-        status, message = Result.STATUS_INVALID_PLAN, req.end_reason
-    elif req.failure == "engine":
-        status, message = Result.STATUS_ENGINE_FAILED, req.end_reason
-    else:
-        status, message = Result.STATUS_ROBOT_FAILED, req.end_reason or "failed"
-    return Result(status=status, message=message, plan_text=plan, segments=reports,
-                  response_time_s=float(response), robot_waiting_s=float(waiting), time_utility=float(utility))
-
+        return Header(stamp=stamp)

@@ -3,12 +3,18 @@
 Two layers:
 
 * :class:`AdapterCore` (no ROS): per robot, receives segments (``submit``), orders them by
-  ``(goal, sequence)``, executes them one at a time on its own worker thread through a
+  ``(goal, sequence)``, executes them one at a time through a
   :class:`~robot_adapters.executor.SkillExecutor`, and emits :class:`StatusEvent` objects.
+  Cores have no thread of their own: one :class:`~robot_adapters.event_loop.EventLoop` per
+  process drives every robot (skills, budgets and gap timeouts are callbacks and timers on it;
+  real robots' blocking clients run on a small bounded pool).
 * :class:`AdapterNode` (rclpy): hosts one or many cores (a drone, an arm, or hundreds of
-  simulated robots in one process), subscribes ``/robots/<robot_id>/segments``
-  (``SkillSegment``, reliable + keep-all) for each and publishes ``RobotStatus`` on
-  ``/robot_status`` (reliable).
+  simulated robots in one process), receives ``SkillSegment`` (reliable + keep-all) where the
+  planner publishes them: on the shared ``robot_segments`` topic (the default: one subscription
+  for all its robots, dispatched by ``robot_id``, so its wait set does not grow with the robots
+  it hosts) or on ``robots/<robot_id>/segments`` per robot (``security.per_robot_topics``: SROS2
+  access control), both relative to its namespace, and publishes ``RobotStatus`` on
+  ``robot_status`` (reliable).
 
 Rules a core enforces
 ---------------------
@@ -23,9 +29,11 @@ Rules a core enforces
   text must parse (the interpreter also checks variable arguments at run time, before the call).
   A refused segment yields FAILED with the reason; the rest of the goal is refused too.
 * **Failures**: an executor error yields FAILED with its text and aborts the goal.
-* **Timeouts**: each skill gets ``skill_timeout_factor x predicted x time_scale +
-  skill_timeout_margin_s`` seconds (execution-time model prediction); when exceeded the executor is stopped and the
-  segment FAILS with "timeout".
+* **Timeouts**: each skill gets its skill set's limit (``SkillSpec.max_s``) or
+  ``skill_timeout_factor x worst case`` (the execution-time model's profiled maximum, never its
+  optimistic prediction), times ``time_scale``, plus ``skill_timeout_margin_s`` seconds
+  (:meth:`AdapterCore.skill_budget_s`); when exceeded the executor is stopped and the segment
+  FAILS with "timeout".
 * **Cancellation**: a ``SkillSegment`` with ``cancel=True`` (or :meth:`AdapterCore.cancel`) stops
   the current skill (``executor.stop()``), drops the goal's queued segments and reports
   CANCELLED.
@@ -49,6 +57,7 @@ from typing import Any, Callable, Sequence
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 
+from .event_loop import EventLoop, Watchdog, default_loop
 from .executor import SkillCancelled, SkillExecutionError, SkillExecutor
 
 log = logging.getLogger("timely_fleet.adapter")
@@ -101,10 +110,42 @@ class _Goal:
     gap_since: float | None = None
     interpreter: Any = None  # one per goal: MiniSpec variables live across its segments
     run_call: Any = None  # the current segment's skill runner (the interpreter calls this)
+    stopped: str | None = None  # after a stop: the idle state the robot was left in
+
+
+WATCHDOG = Watchdog()  # skill time budgets: timers on the process's adapter event loop
+
+
+@dataclass
+class _Run:
+    """The segment a core is executing: its skill calls come from ``gen`` one at a time."""
+
+    seg: SegmentIn
+    goal: _Goal
+    gen: Any
+    planned: list[SkillCall]
+    predicted: list[float]
+    t_start: float
+    names: list[str] = field(default_factory=list)
+    durs: list[float] = field(default_factory=list)
+    call: SkillCall | None = None
+    t0: float = 0.0
+    timer: int | None = None
+    waiting: object | None = None  # token of the executor call we wait for (None: not waiting)
+
+
+def _plain(calls: list[SkillCall]) -> Any:
+    for call in calls:
+        yield call
 
 
 class AdapterCore:
-    """Ordering, safety, execution and status of one robot (thread-safe, ROS-free)."""
+    """Ordering, safety, execution and status of one robot (thread-safe, ROS-free).
+
+    Event-driven: no thread of its own. ``submit``/``cancel`` (any thread) update the queues and
+    schedule :meth:`_pump` on the process's :class:`~robot_adapters.event_loop.EventLoop`, which
+    starts the next segment's skills one at a time (``SkillExecutor.start``) and continues in the
+    executor's completion callback; skill budgets and gap timeouts are timers on the same loop."""
 
     def __init__(
         self,
@@ -116,10 +157,11 @@ class AdapterCore:
         model: ExecutionTimeModel | None = None,
         use_minispec: bool | None = None,
         gap_timeout_s: float = 5.0,
-        skill_timeout_factor: float = 3.0,
+        skill_timeout_factor: float = 2.0,
         skill_timeout_margin_s: float = 5.0,
         time_scale: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        loop: EventLoop | None = None,
     ) -> None:
         self.robot_id = robot_id
         self.executor = executor
@@ -133,37 +175,56 @@ class AdapterCore:
         self.skill_timeout_margin_s = skill_timeout_margin_s
         self.time_scale = time_scale
         self.clock = clock
+        self.loop = loop or default_loop()
         self.duplicates = 0
         self.events: deque[StatusEvent] = deque(maxlen=1000)  # recent events (debugging, tests)
         self._goals: dict[str, _Goal] = {}
         self._order: deque[str] = deque()  # goal ids in arrival order
-        self._cv = threading.Condition()
+        self._cv = threading.Condition()  # guards the state below (an RLock: re-entrant)
         self._cancel = threading.Event()
         self._current: tuple[str, int] | None = None
+        self._run: _Run | None = None
+        self._halts: deque[str] = deque()  # goals whose robot must be brought to idle (before the next segment)
+        self._halting = False
+        self._shutting_down = False
+        self._last_status: dict[tuple[str, int], StatusEvent] = {}  # latest report per (goal, sequence)
         self._timed_out = False
         self._stop = False
-        self._thread = threading.Thread(target=self._run, name=f"adapter-{robot_id}", daemon=True)
         self._started = False
+        self._kicked = False
+        self._gap_timer: int | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "AdapterCore":
-        if not self._started:
-            self._started = True
-            self._thread.start()
+        with self._cv:
+            if not self._started:
+                self._started = True
+                self._kick()
         return self
 
     def shutdown(self, timeout: float = 5.0) -> None:
         with self._cv:
+            self._shutting_down = True
             self._stop = True
             self._cancel.set()
+            self.loop.cancel(self._gap_timer)
             self._cv.notify_all()
         self.executor.stop()
-        if self._started:
-            self._thread.join(timeout)
+        if self._started and not self.loop.in_loop():  # the running segment reports CANCELLED first
+            with self._cv:
+                self._cv.wait_for(lambda: self._current is None and not self._halting, timeout)
 
     def idle(self) -> bool:
         with self._cv:
             return self._current is None and not any(g.pending for g in self._goals.values())
+
+    def _kick(self) -> None:
+        """Look for work on the loop (coalesced: one pending look at a time)."""
+        with self._cv:
+            if self._kicked or not self._started:
+                return
+            self._kicked = True
+        self.loop.call_soon(self._pump)
 
     # ------------------------------------------------------------------ input
     def submit(self, seg: SegmentIn) -> None:
@@ -182,18 +243,34 @@ class AdapterCore:
                     self._emit(seg.goal_id, seg.sequence, STATE_FAILED,
                                error="goal already ended (aborted, failed or cancelled): segment refused")
                 else:
-                    self.duplicates += 1
+                    self._repeat_status(seg)
                 return
             if seg.sequence in g.seen:
-                self.duplicates += 1
-                log.warning("%s: duplicate segment %s/%d ignored", self.robot_id, seg.goal_id, seg.sequence)
+                self._repeat_status(seg)
                 return
             g.seen.add(seg.sequence)
             g.pending[seg.sequence] = seg
             self._emit(seg.goal_id, seg.sequence, STATE_RECEIVED)
-            self._cv.notify_all()
+            self._kick()
+
+    def _repeat_status(self, seg: SegmentIn) -> None:
+        """A segment we already have: the planner did not hear our report (or probes a robot that
+        owes one). Not executed again; our latest status for it is published again."""
+        self.duplicates += 1
+        last = self._last_status.get((seg.goal_id, seg.sequence))
+        if last is not None:
+            ev = StatusEvent(**{**last.__dict__, "stamp": time.time()})
+            self.events.append(ev)
+            try:
+                self.publish(ev)
+            except Exception:  # noqa: BLE001
+                log.exception("%s: status publish failed", self.robot_id)
 
     def cancel(self, goal_id: str) -> None:
+        """Stop a goal: as a ``cancel`` segment from the planner (sent whenever a goal ends other
+        than by success). The running skill is interrupted, queued segments are dropped, and
+        the robot is then brought to a known idle state (``SkillExecutor.halt``) and
+        reports IDLE with ``error="stopped: <state>"``. Repeated stops re-send that report."""
         with self._cv:
             self._cancel_locked(goal_id, -1)
 
@@ -201,22 +278,28 @@ class AdapterCore:
         g = self._goals.get(goal_id)
         if g is None:
             g = self._goals[goal_id] = _Goal(goal_id)
+            self._order.append(goal_id)
+        if g.stopped is not None:  # a repeated stop: the planner has not seen our report yet
+            self._emit(goal_id, g.expected, STATE_IDLE, error=f"stopped: {g.stopped}")
+            return
+        if goal_id not in self._halts:
+            self._halts.append(goal_id)
         g.finished = True
         dropped = sorted(g.pending)
         g.pending.clear()
         if self._current is not None and self._current[0] == goal_id:
             self._cancel.set()
             self.executor.stop()
-            # the worker reports CANCELLED for the running segment
+            # the running segment reports CANCELLED when its skill ends
         else:
             seq = sequence if sequence >= 0 else g.expected
             self._emit(goal_id, seq, STATE_CANCELLED, error="cancelled")
         for s in dropped:
             if self._current is None or self._current != (goal_id, s):
                 self._emit(goal_id, s, STATE_CANCELLED, error="cancelled before execution")
-        self._cv.notify_all()
+        self._kick()
 
-    # ------------------------------------------------------------------ worker
+    # ------------------------------------------------------------------ scheduling (loop thread)
     def _next_locked(self) -> SegmentIn | None:
         now = self.clock()
         for gid in list(self._order):
@@ -249,37 +332,68 @@ class AdapterCore:
                 return None  # the current goal may send more segments
         return None
 
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                seg = None
-                while not self._stop:
-                    seg = self._next_locked()
-                    if seg is not None:
-                        break
-                    self._cv.wait(timeout=0.05)
+    def _pump(self) -> None:
+        """On the loop: start a pending halt or the next segment, if the robot is free."""
+        with self._cv:
+            self._kicked = False
+            if self._stop or self._current is not None or self._halting:
+                return
+            halt = seg = None
+            if self._halts:
+                halt = self._halts.popleft()
+                self._halting = True
+            else:
+                seg = self._next_locked()
+                if seg is None:
                     self._gc_locked()
-                if self._stop:
+                    wait = self._wait_s()
+                    self.loop.cancel(self._gap_timer)
+                    self._gap_timer = None if wait is None else self.loop.call_later(wait, self._kick)
                     return
+                # claimed under the same lock hold that popped it
                 self._current = (seg.goal_id, seg.sequence)
                 self._cancel.clear()
                 self._timed_out = False
                 g = self._goals[seg.goal_id]
+        if halt is not None:
             try:
-                self._execute(seg, g)
-            except Exception as e:  # noqa: BLE001 - never kill the worker
-                log.exception("%s: unexpected adapter error", self.robot_id)
-                with self._cv:
-                    g.finished = True
-                self._emit(seg.goal_id, seg.sequence, STATE_FAILED, error=f"adapter error: {e}")
-            finally:
-                with self._cv:
-                    self._current = None
-                    if not g.finished:
-                        g.expected = seg.sequence + 1
-                        if seg.final:
-                            g.finished = True
-                    self._cv.notify_all()
+                self.executor.start_halt(lambda value, err: self._halt_done(halt, value, err), self.loop)
+            except Exception as e:  # noqa: BLE001
+                self._halt_done(halt, None, e)
+            return
+        assert seg is not None
+        try:
+            self._begin(seg, g)
+        except Exception as e:  # noqa: BLE001 - never leave the robot stuck
+            self._unexpected(seg, g, e)
+
+    def _halt_done(self, goal_id: str, value: Any, err: BaseException | None) -> None:
+        """Loop: the robot was brought to idle after its goal was stopped; report it."""
+        if err is not None:
+            log.error("%s: halt failed: %s", self.robot_id, err)
+            state = f"halt failed: {err}"
+        else:
+            state = value or "stopped"
+        with self._cv:
+            g = self._goals.get(goal_id)
+            seq = g.expected if g is not None else 0
+            if g is not None:
+                g.stopped = state
+        self._emit(goal_id, seq, STATE_IDLE, error=f"stopped: {state}")
+        with self._cv:
+            self._halting = False
+            self._cv.notify_all()
+        self._kick()
+
+    def _wait_s(self) -> float | None:
+        """How long the idle robot may wait: until the earliest gap timeout, else until woken
+        (a queued segment waiting for a missing predecessor is the only timed event)."""
+        gaps = [g.gap_since for g in self._goals.values() if g.gap_since is not None and g.pending]
+        if gaps:
+            return max(0.01, min(gaps) + self.gap_timeout_s - self.clock())
+        if any(g.pending and g.gap_since is None for g in self._goals.values()):
+            return 0.05  # a gap just appeared: look again soon to start its clock
+        return None
 
     def _gc_locked(self) -> None:
         # forget finished goals (keep the last 100 ids to refuse late segments / duplicates)
@@ -306,77 +420,143 @@ class AdapterCore:
             calls.append(self.skill_set.validate(name, args))
         if not calls and program is None:
             raise SkillError("segment has no skills")
+        if program is not None:
+            # the text is what runs: it must call exactly the skills the segment declares (and
+            # that were checked above), in the same order, with the same number of arguments
+            from llm_planner_node.segmenters.minispec import iter_calls
+
+            in_text = [(self.skill_set.spec(c.name).name, len(c.args)) for c in iter_calls(program)]
+            declared = [(self.skill_set.spec(name).name, len(args)) for name, args in seg.skills]
+            if in_text != declared:
+                raise SkillError(f"segment text calls {[n for n, _ in in_text][:20]} but declares "
+                                 f"{[n for n, _ in declared][:20]}")
         return calls, program
 
-    def _execute(self, seg: SegmentIn, g: _Goal) -> None:
+    # ------------------------------------------------------------------ execution (loop thread)
+    def _begin(self, seg: SegmentIn, g: _Goal) -> None:
         try:
             calls, program = self._validate(seg)
         except (SkillError, ValueError) as e:  # PlanError subclasses ValueError
             self._emit(seg.goal_id, seg.sequence, STATE_FAILED, error=f"refused: {e}")
             self._abort_rest(g, seg.sequence, "refused")
+            self._end_segment(seg, g)
             return
-        names: list[str] = []
-        durs: list[float] = []
-        t_start = self.clock()
-        planned = calls
-        predicted = self.model.predict_calls(self.robot_id, self.robot_kind, planned) if planned else []
+        predicted = self.model.predict_calls(self.robot_id, self.robot_kind, calls) if calls else []
+        if program is not None:
+            if g.interpreter is None:  # one per goal: variables live across its segments
+                from .minispec_interpreter import MiniSpecInterpreter
 
-        def run_call(call: SkillCall) -> Any:
-            if self._cancel.is_set():
-                raise SkillCancelled("cancelled")
-            i = len(names)
-            remaining = float(sum(predicted[i:])) if i < len(predicted) else 0.0
-            self._emit(seg.goal_id, seg.sequence, STATE_EXECUTING, current_skill=call.name,
-                       progress=min(1.0, i / max(len(planned), 1)), elapsed_s=self.clock() - t_start,
-                       predicted_remaining_s=remaining * self.time_scale, skill_names=list(names),
-                       skill_durations_s=list(durs))
-            budget = (self.skill_timeout_factor * self.model.predict(self.robot_id, self.robot_kind, [call])
-                      * self.time_scale + self.skill_timeout_margin_s)
-            timer = threading.Timer(budget, self._on_timeout)
-            timer.daemon = True
-            t0 = self.clock()
-            timer.start()
-            try:
-                value = self.executor.execute(call, self._cancel)
-            finally:
-                timer.cancel()
-            dt = self.clock() - t0
-            names.append(call.name)
-            durs.append(dt)
-            if self.time_scale > 0:
-                self.model.observe(self.robot_id, self.robot_kind, call, dt / self.time_scale)
-            return value
+                g.interpreter = MiniSpecInterpreter(self.skill_set, lambda call: None)
+            gen = g.interpreter.steps(program)
+        else:
+            gen = _plain(calls)
+        run = self._run = _Run(seg, g, gen, calls, list(predicted), self.clock())
+        self._advance(run, None)
 
+    def _advance(self, run: _Run, value: Any) -> None:
+        """Feed the last call's value to the segment's program and start its next call."""
         try:
-            if program is not None:
-                g.run_call = run_call
-                if g.interpreter is None:
-                    from .minispec_interpreter import MiniSpecInterpreter
+            call = run.gen.send(value)
+        except StopIteration:
+            self._emit(run.seg.goal_id, run.seg.sequence, STATE_DONE, progress=1.0,
+                       elapsed_s=self.clock() - run.t_start, skill_names=run.names, skill_durations_s=run.durs)
+            self._end_segment(run.seg, run.goal)
+            return
+        except BaseException as e:  # noqa: BLE001 - the program's own error (variables, limits)
+            self._fail(run, e)
+            return
+        if self._cancel.is_set():
+            self._fail(run, SkillCancelled("cancelled"))
+            return
+        i = len(run.names)
+        remaining = float(sum(run.predicted[i:])) if i < len(run.predicted) else 0.0
+        self._emit(run.seg.goal_id, run.seg.sequence, STATE_EXECUTING, current_skill=call.name,
+                   progress=min(1.0, i / max(len(run.planned), 1)), elapsed_s=self.clock() - run.t_start,
+                   predicted_remaining_s=remaining * self.time_scale, skill_names=list(run.names),
+                   skill_durations_s=list(run.durs))
+        run.call = call
+        run.timer = self.loop.call_later(self.skill_budget_s(call), lambda: self._on_timeout(run))
+        token = run.waiting = object()
+        run.t0 = self.clock()
+        self.executor.start(call, self._cancel, lambda v, e: self._call_done(run, token, v, e), self.loop)
 
-                    g.interpreter = MiniSpecInterpreter(self.skill_set, lambda call: g.run_call(call))
-                g.interpreter.run(program)
-            else:
-                for call in calls:
-                    run_call(call)
-        except SkillCancelled as e:
+    def _call_done(self, run: _Run, token: object, value: Any, err: BaseException | None) -> None:
+        if run.waiting is not token:
+            return  # a second completion of the same call (stop raced the end): ignored
+        run.waiting = None
+        self.loop.cancel(run.timer)
+        if err is not None:
+            self._fail(run, err)
+            return
+        dt = self.clock() - run.t0
+        assert run.call is not None
+        run.names.append(run.call.name)
+        run.durs.append(dt)
+        if self.time_scale > 0:
+            self.model.observe(self.robot_id, self.robot_kind, run.call, dt / self.time_scale)
+        try:
+            self._advance(run, value)
+        except Exception as e:  # noqa: BLE001
+            self._unexpected(run.seg, run.goal, e)
+
+    def _fail(self, run: _Run, e: BaseException) -> None:
+        """End the running segment after an error (what ``execute`` or the program raised)."""
+        seg, g = run.seg, run.goal
+        try:
+            run.gen.close()
+        except Exception:  # noqa: BLE001
+            pass
+        kw = dict(skill_names=run.names, skill_durations_s=run.durs, elapsed_s=self.clock() - run.t_start)
+        if isinstance(e, SkillCancelled):
             with self._cv:
                 g.finished = True
             if self._timed_out:
-                self._emit(seg.goal_id, seg.sequence, STATE_FAILED, skill_names=names, skill_durations_s=durs,
-                           elapsed_s=self.clock() - t_start,
-                           error=f"timeout: skill exceeded its time budget ({e})")
+                self._emit(seg.goal_id, seg.sequence, STATE_FAILED,
+                           error=f"timeout: skill exceeded its time budget ({e})", **kw)
             else:
-                self._emit(seg.goal_id, seg.sequence, STATE_CANCELLED, skill_names=names,
-                           skill_durations_s=durs, elapsed_s=self.clock() - t_start, error="cancelled")
-            return
-        except (SkillExecutionError, SkillError, RuntimeError) as e:
+                self._emit(seg.goal_id, seg.sequence, STATE_CANCELLED,
+                           error="adapter shutting down" if self._shutting_down else "cancelled", **kw)
+        elif isinstance(e, (SkillExecutionError, SkillError, RuntimeError)):
             msg = str(e) if not self._timed_out else f"timeout: {e}"
-            self._emit(seg.goal_id, seg.sequence, STATE_FAILED, skill_names=names, skill_durations_s=durs,
-                       elapsed_s=self.clock() - t_start, error=msg or type(e).__name__)
+            self._emit(seg.goal_id, seg.sequence, STATE_FAILED, error=msg or type(e).__name__, **kw)
             self._abort_rest(g, seg.sequence, "failed")
+        else:
+            self._unexpected(seg, g, e)
             return
-        self._emit(seg.goal_id, seg.sequence, STATE_DONE, progress=1.0, elapsed_s=self.clock() - t_start,
-                   skill_names=names, skill_durations_s=durs)
+        self._end_segment(seg, g)
+
+    def _unexpected(self, seg: SegmentIn, g: _Goal, e: BaseException) -> None:
+        log.error("%s: unexpected adapter error", self.robot_id, exc_info=e)
+        with self._cv:
+            g.finished = True
+        self._emit(seg.goal_id, seg.sequence, STATE_FAILED, error=f"adapter error: {e}")
+        self._end_segment(seg, g)
+
+    def _end_segment(self, seg: SegmentIn, g: _Goal) -> None:
+        with self._cv:
+            if self._current != (seg.goal_id, seg.sequence):
+                return  # already ended
+            self._current = None
+            self._run = None
+            if not g.finished:
+                g.expected = seg.sequence + 1
+                if seg.final:
+                    g.finished = True
+            self._cv.notify_all()
+        self._kick()
+
+    def skill_budget_s(self, call: SkillCall) -> float:
+        """Seconds a skill call may run before the adapter stops it: the skill set's own limit
+        (``SkillSpec.max_s``) or ``skill_timeout_factor`` x the profiled *worst case* (never the
+        scheduler's optimistic estimate, which for search skills is the minimum), scaled by
+        ``time_scale``, plus ``skill_timeout_margin_s``."""
+        spec = self.skill_set.spec(call.name) if call.name in self.skill_set else None
+        if spec is not None and spec.max_s is not None:
+            worst = spec.max_s
+        else:
+            worst = self.skill_timeout_factor * self.model.worst_case_calls(
+                self.robot_id, self.robot_kind, [call])[0]
+        return worst * self.time_scale + self.skill_timeout_margin_s
 
     def _abort_rest(self, g: _Goal, seq: int, why: str) -> None:
         """After a failure: end the goal and refuse its queued segments."""
@@ -387,7 +567,9 @@ class AdapterCore:
         for s in rest:
             self._emit(g.goal_id, s, STATE_FAILED, error=f"goal aborted: segment {seq} {why}")
 
-    def _on_timeout(self) -> None:
+    def _on_timeout(self, run: _Run) -> None:
+        if self._run is not run or run.waiting is None:
+            return  # that call already ended
         self._timed_out = True
         self._cancel.set()
         self.executor.stop()
@@ -395,6 +577,9 @@ class AdapterCore:
     def _emit(self, goal_id: str, seq: int, state: int, **kw: Any) -> None:
         ev = StatusEvent(self.robot_id, goal_id, int(seq), state, **kw)
         self.events.append(ev)
+        self._last_status[(goal_id, int(seq))] = ev
+        while len(self._last_status) > 2000:  # bounded: the oldest reports go first
+            self._last_status.pop(next(iter(self._last_status)))
         try:
             self.publish(ev)
         except Exception:  # noqa: BLE001 - a broken publisher must not stop execution
@@ -437,9 +622,9 @@ def segment_qos() -> Any:
 
 
 def status_qos() -> Any:
-    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from llm_planner_node.ros_messages import STATUS_QOS
 
-    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+    return STATUS_QOS
 
 
 def _node_base():
@@ -456,29 +641,94 @@ def _node_base():
 class AdapterNode(_node_base()):  # type: ignore[misc]
     """rclpy node hosting adapter cores; one ``/robot_status`` publisher for all of them."""
 
-    def __init__(self, name: str = "robot_adapter", *, context: Any = None, namespace: str = "") -> None:
+    def __init__(self, name: str = "robot_adapter", *, context: Any = None, namespace: str = "",
+                 signer: Any = None, verifier: Any = None, per_robot_topics: bool = False,
+                 segment_topics: str | None = None) -> None:
+        """``signer``/``verifier`` (:mod:`llm_planner_node.security`, ``security.mode: sign``):
+        statuses go out signed with the robot's key, and a segment runs only if the planner
+        signed it with that robot's key (anything else is dropped and counted in
+        :attr:`link_drops`). ``per_robot_topics``: statuses on ``robots/<id>/status``.
+        ``segment_topics``: ``shared`` (one subscription to ``robot_segments`` for every robot
+        of the node, dispatched by ``robot_id``), ``per_robot`` (``robots/<id>/segments``, one
+        subscription per robot: SROS2 access control) or ``both``; default
+        :func:`~llm_planner_node.ros_messages.planner_segment_topics` (what the planner publishes
+        on). Either way a segment runs only on the core its ``robot_id`` names, verified with that
+        robot's key."""
         super().__init__(name, context=context, namespace=namespace)
         from timely_fleet.msg import RobotStatus, SkillSegment
 
         self._status_type = RobotStatus
         self._segment_type = SkillSegment
-        self.status_pub = self.create_publisher(RobotStatus, "/robot_status", status_qos())
+        from llm_planner_node.ros_messages import (SEGMENTS_TOPIC, STATUS_TOPIC, planner_segment_topics,
+                                                   draining_subscription, segments_topic, status_topic)
+
+        self.segment_topics = segment_topics or planner_segment_topics(per_robot_topics)
+        if self.segment_topics not in ("shared", "per_robot", "both"):
+            raise ValueError(f"segment_topics must be shared, per_robot or both, not {self.segment_topics!r}")
+        self._segments_topic = segments_topic
+        self._status_topic = status_topic if per_robot_topics else None
+        self.status_pub = None if per_robot_topics else self.create_publisher(RobotStatus, STATUS_TOPIC, status_qos())
+        self.signer = signer
+        self.verifier = verifier
+        self.link_drops: dict[str, int] = {}
+        self.not_hosted = 0  # segments on the shared topic for robots of other adapter processes
+        self._last_drop_log = 0.0
         self.cores: dict[str, AdapterCore] = {}
         self._subs: list[Any] = []
+        if self.segment_topics in ("shared", "both"):
+            self._subs.append(draining_subscription(self, SkillSegment, SEGMENTS_TOPIC, self._on_shared_segment,
+                                                    segment_qos()))
+
+    def _drop(self, robot_id: str, reason: str) -> None:
+        self.link_drops[reason] = self.link_drops.get(reason, 0) + 1
+        now = time.monotonic()
+        if now - self._last_drop_log >= 5.0:  # a flood must not flood the log too
+            self._last_drop_log = now
+            self.get_logger().warning(f"segments for {robot_id[:64]!r} dropped, not executed: "
+                                      f"{sum(self.link_drops.values())} so far ({self.link_drops})")
+
+    def _deliver(self, msg: Any, core: AdapterCore, topic: str | None = None) -> None:
+        if self.verifier is not None:
+            reason = self.verifier.check_segment(msg, core.robot_id)
+            if reason is not None:
+                self._drop(core.robot_id, reason)
+                return
+        if topic is not None and msg.robot_id and msg.robot_id != core.robot_id:
+            self.get_logger().warning(f"segment for '{msg.robot_id[:64]!r}' on {topic}: ignored")
+            return
+        core.submit(segment_from_msg(msg))
+
+    def _on_shared_segment(self, msg: Any) -> None:
+        core = self.cores.get(msg.robot_id)
+        if core is None:  # another adapter process's robot (or a made-up id): not ours
+            self.not_hosted += 1
+            return
+        self._deliver(msg, core)
 
     def add_robot(self, core: AdapterCore) -> AdapterCore:
         if core.robot_id in self.cores:
             raise ValueError(f"robot '{core.robot_id}' already hosted")
-        core.publish = lambda ev: self.status_pub.publish(status_to_msg(ev, self._status_type))
-        topic = f"/robots/{core.robot_id}/segments"
+        pub = self.status_pub
+        if self._status_topic is not None:
+            pub = self.create_publisher(self._status_type, self._status_topic(core.robot_id), status_qos())
+        signer = self.signer
+        order = threading.Lock()  # sign and publish in one step: counters reach the planner in order
 
-        def on_segment(msg: Any, core: AdapterCore = core) -> None:
-            if msg.robot_id and msg.robot_id != core.robot_id:
-                self.get_logger().warning(f"segment for '{msg.robot_id}' on {topic}: ignored")
-                return
-            core.submit(segment_from_msg(msg))
+        def publish(ev: StatusEvent, pub: Any = pub, robot_id: str = core.robot_id) -> None:
+            msg = status_to_msg(ev, self._status_type)
+            with order:
+                if signer is not None:
+                    signer.sign_status(msg, robot_id)
+                pub.publish(msg)
 
-        self._subs.append(self.create_subscription(self._segment_type, topic, on_segment, segment_qos()))
+        core.publish = publish
+        if self.segment_topics in ("per_robot", "both"):
+            topic = self._segments_topic(core.robot_id)  # relative: follows the node's namespace
+
+            def on_segment(msg: Any, core: AdapterCore = core) -> None:
+                self._deliver(msg, core, topic)
+
+            self._subs.append(self.create_subscription(self._segment_type, topic, on_segment, segment_qos()))
         self.cores[core.robot_id] = core.start()
         return core
 
@@ -495,9 +745,10 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
 def spin_node(node: Any, context: Any = None, *, seconds: float | None = None) -> None:
     """Spin ``node`` until shutdown (or ``seconds``), then stop its robots."""
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
 
-    ex = MultiThreadedExecutor(num_threads=2, context=context)
+    # one thread: callbacks only hand segments to the cores (the event loop executes them)
+    ex = SingleThreadedExecutor(context=context)
     ex.add_node(node)
     end = None if seconds is None else time.monotonic() + seconds
     try:

@@ -40,8 +40,10 @@ class IndyArmExecutor(SkillExecutor):
     skill_set = INDY7_ARM
 
     def __init__(self, robot_ip: str = "127.0.0.1", scene=None, *, vel_ratio: int = 15,
-                 time_scale: float = 1.0, poll_s: float = 0.02) -> None:
+                 time_scale: float = 1.0, poll_s: float = 0.02, release_on_halt: bool = True) -> None:
         self.robot_ip = robot_ip
+        self.release_on_halt = release_on_halt
+        self._picked_at: dict[str, tuple[float, float, float]] = {}  # held object -> pick position
         self.scene = scene
         self.vel_ratio = vel_ratio
         self.time_scale = time_scale  # only to size timeouts when the fake arm runs faster
@@ -70,6 +72,31 @@ class IndyArmExecutor(SkillExecutor):
                 self.client.stop_motion()
             except Exception:  # noqa: BLE001 - best effort during cancellation
                 pass
+
+    def halt(self) -> str:
+        """Stop the motion; with ``release_on_halt`` (default), put a held object back where it
+        was picked (above it, down, open, up) so the arm's next plan starts with an empty
+        gripper. The phrase says what the gripper holds afterwards."""
+        self.stop()
+        if self.client is None:
+            return "stopped (arm not connected)"
+        held = self.scene.held if self.scene is not None else None
+        if not held:
+            return "stopped, gripper empty" if self.scene is not None else "stopped"
+        where = self._picked_at.get(held)
+        if not self.release_on_halt or where is None:
+            return f"stopped, gripper holds '{held}'"
+        cancel = threading.Event()
+        try:
+            x, y, z = where
+            self._movel(x, y, z + APPROACH_MM, 0.0, cancel)
+            self._movel(x, y, z, 0.0, cancel)
+            self._gripper(False, cancel)
+            self._movel(x, y, z + APPROACH_MM, 0.0, cancel)
+        except SkillExecutionError as e:
+            return f"stopped, gripper holds '{held}' (could not put it back: {e})"
+        self._picked_at.pop(held, None)
+        return f"stopped, put '{held}' back where it was picked, gripper empty"
 
     # ------------------------------------------------------------------ primitives
     def _rpc(self, fn, *a, **kw) -> dict:
@@ -155,6 +182,7 @@ class IndyArmExecutor(SkillExecutor):
             self._movel(x, y, z + APPROACH_MM, 0.0, cancel)
             if self.scene is not None and self.scene.held != a[0]:
                 raise SkillExecutionError(f"grasp of '{a[0]}' failed (nothing in the gripper)")
+            self._picked_at[a[0]] = (x, y, z)
         elif n == "place":
             if self.scene is not None and self.scene.held != a[0]:
                 raise SkillExecutionError(f"cannot place '{a[0]}': not holding it")

@@ -1,4 +1,4 @@
-"""Tello drone adapter node: ``/robots/<robot_id>/segments`` -> djitellopy -> ``/robot_status``.
+"""Tello drone adapter node: ``/robot_segments`` (its robot id) -> djitellopy -> ``/robot_status``.
 
 Run (inside the project environment)::
 

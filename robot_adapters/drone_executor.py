@@ -58,11 +58,15 @@ class TelloExecutor(SkillExecutor):
         self._lock = threading.Lock()
 
     def connect(self) -> None:
+        from llm_planner_node.logging_setup import quiet_djitellopy
+
         if self.client_factory is not None:
+            quiet_djitellopy()
             self.tello = self.client_factory()
         else:
             from djitellopy import Tello
 
+            quiet_djitellopy()  # its import sets INFO: one log line per command sent
             self.tello = Tello(host=self.host, retry_count=1)
         try:
             self.tello.connect()
@@ -84,14 +88,19 @@ class TelloExecutor(SkillExecutor):
             except Exception:  # noqa: BLE001
                 pass
 
+    def halt(self) -> str:
+        """Stop and hover (Tello SDK ``stop``); a drone on the ground stays there."""
+        self.stop()
+        return "stopped, hovering" if self.flying else "stopped, on the ground"
+
     # ------------------------------------------------------------------ primitives
     def _send(self, cmd: str, call: SkillCall, cancel: threading.Event) -> None:
         if cancel.is_set():
             raise SkillCancelled("cancelled")
         if self.tello is None:
             raise SkillExecutionError("drone not connected")
-        predicted = self.model.predict("tello", "drone", [call])
-        timeout = int(math.ceil((3.0 * predicted + 5.0) * max(self.time_scale, 0.2)))
+        worst = self.model.worst_case_calls("tello", "drone", [call])[0]  # a budget, not an estimate
+        timeout = int(math.ceil((2.0 * worst + 5.0) * max(self.time_scale, 0.2)))
         self.sent.append(cmd)
         resp = self.tello.send_command_with_return(cmd, timeout=timeout)
         if cancel.is_set():

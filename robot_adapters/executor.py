@@ -3,13 +3,18 @@
 An executor turns validated :class:`SkillCall` objects into robot commands. Adapters own the
 ordering, status reporting and safety checks; an executor only executes one call at a time and
 can be interrupted from another thread with :meth:`SkillExecutor.stop`.
+
+Adapters drive executors from one event loop per process (:mod:`.event_loop`) through
+:meth:`SkillExecutor.start`, which must not block: the default runs the blocking
+:meth:`~SkillExecutor.execute` of a real robot client on the bounded blocking pool; simulated
+executors override ``start`` with a timer on the loop (no thread per call, none per robot).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from llm_planner_node.core.skills import SkillCall, SkillSet
 
@@ -42,8 +47,30 @@ class SkillExecutor:
         is set before the call finishes."""
         raise NotImplementedError
 
+    def start(self, call: SkillCall, cancel: threading.Event,
+              done: Callable[[Any, BaseException | None], None], loop: Any) -> None:
+        """Begin ``call`` without blocking; ``done(value, error)`` runs once on ``loop`` when it
+        ends (``error``: what :meth:`execute` would raise). Default: :meth:`execute` on the
+        bounded blocking pool (real robot clients block; see :mod:`.event_loop`)."""
+        from .event_loop import run_blocking
+
+        run_blocking(loop, lambda: self.execute(call, cancel), done)
+
+    def start_halt(self, done: Callable[[Any, BaseException | None], None], loop: Any) -> None:
+        """:meth:`halt` without blocking the loop (default: on the blocking pool)."""
+        from .event_loop import run_blocking
+
+        run_blocking(loop, self.halt, done)
+
     def stop(self) -> None:
         """Interrupt the current motion (called from another thread; best effort)."""
+
+    def halt(self) -> str:
+        """Bring the robot to a known idle state after its goal ended early (called on the
+        adapter's worker thread, after the running skill was interrupted); return one short
+        phrase saying the state it is left in (reported on ``/robot_status``)."""
+        self.stop()
+        return "stopped"
 
     def close(self) -> None:
         """Release the robot (land, disconnect)."""
@@ -55,9 +82,12 @@ def sleep_cancellable(seconds: float, cancel: threading.Event) -> None:
 
 
 class SimulatedExecutor(SkillExecutor):
-    """Executes any skill of ``skill_set`` by sleeping for a duration drawn from a sampler
-    (the execution-time model) times ``time_scale``; ``fail`` maps skill name -> error text to
-    simulate failures; perception skills are answered by an optional scene."""
+    """Executes any skill of ``skill_set`` for a duration drawn from a sampler (the
+    execution-time model) times ``time_scale``; ``fail`` maps skill name -> error text to
+    simulate failures; perception skills are answered by an optional scene.
+
+    Event-driven: :meth:`start` sets a timer on the adapter's event loop (:meth:`stop` ends it at
+    once with :class:`SkillCancelled`); :meth:`execute` (sleeping) is kept for direct use."""
 
     def __init__(self, robot_id: str, robot_kind: str, skill_set: SkillSet, sampler=None, *,
                  time_scale: float = 1.0, scene=None, fail: dict[str, str] | None = None,
@@ -70,14 +100,66 @@ class SimulatedExecutor(SkillExecutor):
         self.scene = scene
         self.fail = dict(fail or {})
         self.executed: list[SkillCall] = []
+        self._running: tuple[Any, int, Callable[[Any, BaseException | None], None]] | None = None
+        self._run_lock = threading.Lock()
 
-    def execute(self, call: SkillCall, cancel: threading.Event) -> Any:
+    def prepare(self, call: SkillCall) -> float:
+        """Seconds the call will take (raises :class:`SkillExecutionError` for a failure)."""
         if call.name in self.fail:
             raise SkillExecutionError(self.fail[call.name])
         d = float(self.sampler(call)) if self.sampler is not None else 0.0
-        sleep_cancellable(d * self.time_scale, cancel)
+        return max(0.0, d * self.time_scale)
+
+    def finish(self, call: SkillCall) -> Any:
+        """The call's value once it ran (perception skills ask the scene)."""
         self.executed.append(call)
         spec = self.skill_set.spec(call.name)
         if self.scene is not None and spec.kind == "perception" and hasattr(self.scene, call.name):
             return getattr(self.scene, call.name)(*call.args)
         return {"bool": True, "float": 0.5, "int": 1, "str": "unknown"}.get(spec.returns or "", None)
+
+    def execute(self, call: SkillCall, cancel: threading.Event) -> Any:
+        sleep_cancellable(self.prepare(call), cancel)
+        return self.finish(call)
+
+    def start(self, call: SkillCall, cancel: threading.Event,
+              done: Callable[[Any, BaseException | None], None], loop: Any) -> None:
+        try:
+            d = self.prepare(call)
+        except BaseException as e:  # noqa: BLE001 - reported through done
+            loop.call_soon(lambda e=e: done(None, e))
+            return
+
+        def fire() -> None:
+            with self._run_lock:
+                if self._running is None or self._running[1] != token:
+                    return  # stopped meanwhile: done already ran
+                self._running = None
+            try:
+                value = self.finish(call)
+            except BaseException as e:  # noqa: BLE001
+                done(None, e)
+                return
+            done(value, None)
+
+        with self._run_lock:
+            token = loop.call_later(d, fire)
+            self._running = (loop, token, done)
+        if cancel.is_set():
+            self.stop()
+
+    def stop(self) -> None:
+        with self._run_lock:
+            running, self._running = self._running, None
+        if running is not None:
+            loop, token, done = running
+            loop.cancel(token)
+            loop.call_soon(lambda: done(None, SkillCancelled("cancelled")))
+
+    def start_halt(self, done: Callable[[Any, BaseException | None], None], loop: Any) -> None:
+        try:
+            value = self.halt()
+        except BaseException as e:  # noqa: BLE001
+            done(None, e)
+            return
+        done(value, None)

@@ -247,14 +247,22 @@ class FakeIndy:
             raise ValueError("FakeIndy serves on loopback addresses only")
         self.host = host
         self.state = ArmState(time_scale, scene)
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+        # Exclusive ports: gRPC binds with SO_REUSEPORT by default, so a second fake arm on the
+        # same address would silently share the client's calls with this one.
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                                  options=[("grpc.so_reuseport", 0)])
         add_ControlServicer_to_server(_Control(self.state), self.server)
         add_DeviceServicer_to_server(_Device(self.state), self.server)
         add_ConfigServicer_to_server(_Config(), self.server)
         add_RTDataExchangeServicer_to_server(_RTDE(self.state), self.server)
         for name, port in PORTS.items():
-            if self.server.add_insecure_port(f"{host}:{port}") == 0:
-                raise OSError(f"cannot bind {host}:{port} ({name})")
+            try:
+                bound = self.server.add_insecure_port(f"{host}:{port}")
+            except RuntimeError:  # grpc >= 1.60 raises instead of returning 0
+                bound = 0
+            if bound == 0:
+                raise OSError(f"cannot bind {host}:{port} ({name}): another arm (or fake arm) serves that "
+                              "address; give each indy-sim robot its own host")
 
     def start(self) -> "FakeIndy":
         self.server.start()

@@ -17,7 +17,7 @@ segment may test a variable an earlier one assigned. After a ``->`` return the p
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 from llm_planner_node.segmenters.minispec import (
@@ -52,7 +52,7 @@ class MiniSpecInterpreter:
         self.vars: dict[str, Any] = {}
         self.returned = False
         self.return_value: Any = None
-        self.steps = 0
+        self.steps_run = 0  # skill calls of the current run (bounded by max_steps)
 
     def reset(self) -> None:
         self.vars.clear()
@@ -69,76 +69,91 @@ class MiniSpecInterpreter:
 
     def run(self, stmts: Sequence[Any]) -> Any:
         """Execute statements; returns the value of a ``->`` return (or None)."""
+        gen = self.steps(stmts)
+        value: Any = None
+        try:
+            while True:
+                call = gen.send(value)
+                value = self.call_skill(call)
+        except StopIteration as stop:
+            return stop.value
+
+    def steps(self, stmts: Sequence[Any]) -> Generator[SkillCall, Any, Any]:
+        """:meth:`run` as a generator, for an event-driven adapter: yields each skill call (validated
+        as in :meth:`run`) and is sent the call's value when the robot answered; returns the value
+        of a ``->`` return (or None). No thread waits while a skill runs."""
         if self.returned:
             return self.return_value
-        self.steps = 0
+        self.steps_run = 0
         try:
-            self._block(stmts)
+            yield from self._block(stmts)
         except _Returned as r:
             self.returned, self.return_value = True, r.value
             return r.value
         return None
 
-    # ------------------------------------------------------------------ evaluation
-    def _block(self, stmts: Sequence[Any]) -> None:
+    # ------------------------------------------------------------------ evaluation (generators)
+    def _block(self, stmts: Sequence[Any]) -> Generator[SkillCall, Any, None]:
         for s in stmts:
-            self._stmt(s)
+            yield from self._stmt(s)
 
-    def _stmt(self, s: Any) -> None:
+    def _stmt(self, s: Any) -> Generator[SkillCall, Any, None]:
         if isinstance(s, Call):
-            self._call(s)
+            yield from self._call(s)
         elif isinstance(s, Assign):
-            self.vars[s.target.name] = self._operand(s.value)
+            self.vars[s.target.name] = yield from self._operand(s.value)
         elif isinstance(s, If):
-            if self._cond(s.cond):
-                self._block(s.body)
+            if (yield from self._cond(s.cond)):
+                yield from self._block(s.body)
             else:
-                self._block(s.orelse)
+                yield from self._block(s.orelse)
         elif isinstance(s, Loop):
             for _ in range(s.count):
-                self._block(s.body)
+                yield from self._block(s.body)
         elif isinstance(s, Return):
-            raise _Returned(self._operand(s.value))
+            raise _Returned((yield from self._operand(s.value)))
         else:  # pragma: no cover - parser produces only the types above
             raise MiniSpecRuntimeError(f"unsupported statement {type(s).__name__}")
 
-    def _call(self, c: Call) -> Any:
-        self.steps += 1
-        if self.steps > self.max_steps:
+    def _call(self, c: Call) -> Generator[SkillCall, Any, Any]:
+        self.steps_run += 1
+        if self.steps_run > self.max_steps:
             raise MiniSpecRuntimeError(f"plan exceeded {self.max_steps} skill calls")
         args = [self._var(a) if isinstance(a, Var) else a for a in c.args]
         if any(isinstance(a, Var) for a in c.args):
             call = self.skill_set.validate(c.name, args)  # runtime check of variable arguments
         else:
             call = SkillCall(c.name, tuple(args))
-        return self.call_skill(call)
+        return (yield call)
 
     def _var(self, v: Var) -> Any:
         if v.name not in self.vars:
             raise MiniSpecRuntimeError(f"variable {v.name} used before assignment")
         return self.vars[v.name]
 
-    def _operand(self, o: Any) -> Any:
+    def _operand(self, o: Any) -> Generator[SkillCall, Any, Any]:
         if isinstance(o, Call):
-            return self._call(o)
+            return (yield from self._call(o))
         if isinstance(o, Var):
             return self._var(o)
         if isinstance(o, Literal):
             return o.value
         return o
 
-    def _cond(self, c: Any) -> bool:
+    def _cond(self, c: Any) -> Generator[SkillCall, Any, bool]:
         if isinstance(c, BoolOp):
-            if c.op == "and":
-                return all(self._cond(v) for v in c.values)
-            return any(self._cond(v) for v in c.values)
+            want = c.op != "and"  # and: stop at the first False; or: at the first True
+            for v in c.values:
+                if (yield from self._cond(v)) == want:
+                    return want
+            return not want
         if isinstance(c, Compare):
-            left = self._operand(c.left)
+            left = yield from self._operand(c.left)
             if c.op is None:
                 return _truthy(left)
-            right = self._operand(c.right)
+            right = yield from self._operand(c.right)
             return _compare(left, c.op, right)
-        return _truthy(self._operand(c))
+        return _truthy((yield from self._operand(c)))
 
 
 def _truthy(v: Any) -> bool:

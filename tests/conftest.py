@@ -7,6 +7,7 @@ each other's topics; DDS discovery stays on loopback (scripts/env.sh).
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 
@@ -43,3 +44,7 @@ def ros_context():
         yield ctx
     finally:
         rclpy.try_shutdown(context=ctx)
+        # the nodes of a finished test sit in reference cycles that keep their DDS participant
+        # (and its threads and discovery traffic) alive until a GC pass; free them now so a long
+        # run does not accumulate dozens of live participants on the test's domain
+        gc.collect()

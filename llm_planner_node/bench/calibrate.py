@@ -22,7 +22,9 @@ Each configuration is measured ``--repeats`` times (after a warm-up, repeats int
 best (smallest) value is used for the fit, timeit-style: on a shared machine other work only ever
 adds time. All raw values are kept in the file. The fit is printed with R^2 beside the shipped calibration
 (Llama3-8B fp16 on an RTX 4090, TimelyLLM Table 1) and written to ``--out`` (YAML, or JSON if
-the name ends in .json) for :func:`llm_planner_node.engines.calibration.load_iteration_model`.
+the name ends in .json) for :func:`llm_planner_node.engines.calibration.load_iteration_model`;
+``timely-fleet eval|paper|compare --calibration PATH`` simulates on it (its ``source`` is printed
+in their reports).
 """
 
 from __future__ import annotations
@@ -316,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
     res["source"]["measure_s"] = round(res["total_s"] - res["startup_s"], 1)
     path = save_calibration(args.out, fit, source=res["source"], samples=samples,
                             kv_capacity_tokens=res["kv_capacity_tokens"])
-    print(f"wrote {path} (load with llm_planner_node.engines.calibration.load_iteration_model); "
+    print(f"wrote {path} (simulate on it: timely-fleet eval|paper|compare --calibration {path}); "
           f"start-up {res['startup_s']} s, total {res['total_s']} s")
     if args.json:
         from ..engines.calibration import model_to_dict

@@ -52,6 +52,8 @@ _STORY = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed passes over the inputs (default 5)")
+    parser.add_argument("--constrained-decoding", choices=("grammar", "off"), default="grammar",
+                        help="decode the live runs under the plan grammar (the product default) or freely")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
     parser.add_argument("--model", metavar="PATH", default=None,
                         help="tokenizer to split text into tokens (default: the embedded planner model)")
@@ -142,7 +144,7 @@ def _skill_set(kind: str) -> str:
 class _LiveBench:
     """Drives :class:`VllmEngine` generations to their end and times them."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, constrained_decoding: str = "grammar") -> None:
         from ..core.clock import WallClock
         from ..engines.vllm_engine import VllmEngine
         from ..params import EngineParams
@@ -151,7 +153,7 @@ class _LiveBench:
         t0 = time.perf_counter()
         self.engine = VllmEngine(EngineParams(kind="vllm", model=model, max_model_len=1024, block_size=VLLM_BLOCK,
                                               kv_cache_gib=0.125, max_num_seqs=16), self.clock,
-                                 step_timeout_s=0.001)
+                                 step_timeout_s=0.001, constrained_decoding=constrained_decoding)
         self.startup_s = time.perf_counter() - t0
         self._ids = iter(range(1, 10**9))
         tok = self.engine.tokenizer
@@ -213,7 +215,7 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def measure_live(model: str, repeat: int) -> dict:
+def measure_live(model: str, repeat: int, constrained_decoding: str = "grammar") -> dict:
     from ..planner_model.corpus import canonical_examples
     from ..planner_model.prompt import build_prompt
 
@@ -221,7 +223,7 @@ def measure_live(model: str, repeat: int) -> dict:
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep the table readable
     t0 = time.perf_counter()
-    bench = _LiveBench(model)
+    bench = _LiveBench(model, constrained_decoding)
     try:
         examples = canonical_examples()
         prompts = {e.task_id: build_prompt(e.instruction, e.robot_kind) for e in examples}
@@ -311,7 +313,8 @@ def print_live(res: dict) -> None:
         return "-" if x is None else format(x, fmt)
 
     print()
-    print(f"segmented vs unsegmented generation on vLLM (model {res['model']}, medians of {res['repeat']} runs; "
+    print(f"segmented vs unsegmented generation on vLLM (model {res['model']}, decoding "
+          f"{res.get('constrained_decoding', 'grammar')}, medians of {res['repeat']} runs; "
           f"overhead % of the segmented time)")
     print(f"{'task':<5}{'kind':<6}{'tokens':>7}{'segs':>5}{'unseg ms':>10}{'seg ms':>9}{'overhead ms':>13}"
           f"{'%':>7}   {'Table 4 ms':>10}{'%':>6}  same tokens")
@@ -376,7 +379,9 @@ def run(args: argparse.Namespace) -> int:
             print("\nvLLM is not installed: live-engine overhead and resume cost skipped (--no-vllm to silence)")
             result["vllm"] = {"skipped": "vllm not installed"}
         else:
-            live = measure_live(getattr(args, "model", None) or "embedded", max(1, getattr(args, "vllm_repeat", 3)))
+            live = measure_live(getattr(args, "model", None) or "embedded", max(1, getattr(args, "vllm_repeat", 3)),
+                                getattr(args, "constrained_decoding", "grammar"))
+            live["constrained_decoding"] = getattr(args, "constrained_decoding", "grammar")
             print_live(live)
             result["vllm"] = live
     if getattr(args, "json", None):

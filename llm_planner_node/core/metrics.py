@@ -77,6 +77,21 @@ def request_outcome(req: Request, network_latency: float) -> Outcome | None:
                    request_id=req.id, task_type=req.goal.task_type, tokens=req.generated_tokens)
 
 
+def measured_times(req: Request) -> tuple[float, float, float]:
+    """(response, robot waiting, time utility) of a live request from the execution starts and
+    ends its robot reported (the same definitions, measured instead of modelled): response =
+    ``S_0 - arrival`` and utility ``TUF0(response)`` once segment 0 started, else (-1, -1, 0);
+    robot waiting = ``F_K - arrival - sum_k E_k`` once the plan executed completely, else -1."""
+    if not req.exec_start or req.exec_start[0] is None:
+        return -1.0, -1.0, 0.0
+    response = req.exec_start[0] - req.arrival
+    waiting = -1.0
+    if req.state is GenState.FINISHED and req.exec_end and req.exec_end[-1] is not None:
+        executed = sum(e - s for s, e in zip(req.exec_start, req.exec_end) if s is not None and e is not None)
+        waiting = req.exec_end[-1] - req.arrival - executed
+    return float(response), float(waiting), float(tuf0(response, req.goal.tuf))
+
+
 @dataclass(frozen=True)
 class Summary:
     """Aggregate metrics of one task type (``"all"`` for every goal) under one policy."""

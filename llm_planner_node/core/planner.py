@@ -14,6 +14,11 @@ This is what the ROS node wraps (and what the simulator drives):
 - a :class:`PlannerSink` receives each segment to dispatch to a robot and each request's
   terminal state. Every request ends FINISHED, CANCELLED or FAILED exactly once.
 
+Overload control: ``PlannerConfig.max_queue`` bounds the generation queue (back-pressure: a new
+goal beyond it is refused at once by :meth:`Planner.submit` with :class:`QueueFull`, a
+ValueError saying why; suspended generations always re-enter), and a decision's ``shed`` goals
+(the admission's ``hopeless="shed"`` rule) end with ``EndKind.SHED`` and the reason.
+
 Length-aware policies get a :class:`~.predictors.LengthPredictor` (the one passed in, else the
 policy's simulator-fed default): asked at submit and after every token batch; its values fill
 the queue's and running view's ``pred``/``pred0`` columns. After a segment-boundary suspension
@@ -38,7 +43,7 @@ from .policies import Policy
 from .policies.base import Pause
 from .predictors import LengthPredictor
 from .queue import GenerationQueue
-from .task_model import GenState, Goal, Request, Segment
+from .task_model import EndKind, GenState, Goal, Request, Segment
 
 ROBOT_STATES = ("started", "finished", "failed")
 
@@ -53,6 +58,16 @@ class PlannerConfig:
     segment_time_default_s: float = 0.09
     token_time_default_s: float = 0.022
     estimate_weight: float = 0.2
+    #: most queued generations (new + suspended) before new goals are refused (None: no bound)
+    max_queue: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_queue is not None and self.max_queue < 1:
+            raise ValueError(f"max_queue must be >= 1 or None, got {self.max_queue}")
+
+
+class QueueFull(ValueError):
+    """A goal refused because the planner's queue is at ``PlannerConfig.max_queue``."""
 
 
 class PlannerSink(Protocol):
@@ -86,10 +101,18 @@ class Planner:
         self._pred: dict[int, tuple[float, float]] = {}  # request id -> (initial, current)
         self._call_mean: dict[str, tuple[float, int]] = {}  # robot kind -> (mean action s, n)
         self._pinned: set[int] = set()  # suspended with a preserved (pinned) KV context
+        self._backlog = False  # the last decision left ready generations waiting
 
     # ----------------------------------------------------------------- public API
     def submit(self, goal: Goal) -> int:
-        """Queue a goal's first generation (TUF0 priority); returns the request id."""
+        """Queue a goal's first generation (TUF0 priority); returns the request id.
+
+        Raises ValueError for a goal that can never run, and :class:`QueueFull` (a ValueError)
+        when ``config.max_queue`` generations are already queued."""
+        limit = self.config.max_queue
+        if limit is not None and len(self._queue) >= limit:
+            raise QueueFull(f"planner overloaded: {len(self._queue)} generations queued "
+                            f"(max_queue={limit}); goal refused, retry later")
         prompt_tokens = self.engine.count_prompt_tokens(goal.prompt)
         need = prompt_tokens + goal.max_tokens
         if need > self.engine.kv_capacity_tokens():
@@ -105,13 +128,28 @@ class Planner:
         self._enqueue(req)
         return rid
 
-    def cancel(self, request_id: int) -> bool:
-        """Cancel a request; False if unknown or already terminal."""
+    def cancel(self, request_id: int, reason: str = "cancelled by client",
+               kind: EndKind = EndKind.CANCELLED) -> bool:
+        """End a request from outside the engine (client cancel, node shutdown, a robot that
+        went silent: ``kind`` says which); False if unknown or already terminal."""
         req = self.requests.get(request_id)
         if req is None or req.state.terminal:
             return False
-        self._end(req, GenState.CANCELLED, "cancelled by client")
+        self._end(req, kind, reason)
         return True
+
+    def restart_engine(self, engine: Engine, error: str) -> list[int]:
+        """The engine died: end every request it held (ENGINE_FAILED, ``error``) and continue
+        on ``engine``; returns the ended request ids. Requests that are only queued, or whose
+        plan is complete and executing, keep going."""
+        ended = []
+        for req in list(self.requests.values()):
+            if req.state in (GenState.RUNNING, GenState.SUSPENDED):
+                self._end(req, EndKind.ENGINE_FAILED, f"inference engine failed: {error}", abort=False)
+                ended.append(req.id)
+        self._pinned.clear()
+        self.engine = engine
+        return ended
 
     def on_robot_status(self, robot_id: str, request_id: int, segment_index: int, state: str,
                         durations: Sequence[float] = (), t: float | None = None,
@@ -130,7 +168,7 @@ class Planner:
             return False
         t = self.clock.now() if t is None else t
         if state == "failed":
-            self._end(req, GenState.FAILED, reason or f"robot {robot_id} failed segment {k}")
+            self._end(req, EndKind.ROBOT_FAILED, reason or f"robot {robot_id} failed segment {k}")
             return True
         if state == "started":
             req.exec_start[k] = t
@@ -145,7 +183,7 @@ class Planner:
                 for call, d in zip(calls, durations, strict=True):
                     self.exec_model.observe(robot_id, req.goal.robot_kind, call, d)
             if req.state is GenState.GENERATED and req.all_executed():
-                self._end(req, GenState.FINISHED, "plan executed")
+                self._plan_executed(req)
                 return True
         self._queue.set_ref(req.id, self._ref_time(req))
         return True
@@ -243,6 +281,10 @@ class Planner:
         decision = self.policy.decide(self._queue.view(), self._running_view(),
                                       self.engine.free_kv_tokens(), now,
                                       self.config.network_latency_s)
+        q = self._queue.view()
+        self._backlog = int(q.ready.sum()) - len(decision.admit) - len(decision.shed) > 0
+        for gid in decision.shed.tolist():
+            self._shed(self.requests[gid], now)
         for gid in decision.preempt.tolist():
             req = self._running.pop(gid)
             self.engine.suspend(gid)
@@ -254,7 +296,7 @@ class Planner:
             if req.state is GenState.QUEUED:
                 g = req.goal
                 self.engine.add(GenerationSpec(gid, g.prompt, g.max_tokens, g.robot_kind,
-                                               g.skill_set_id, self.policy.suspends_at_segments, rank))
+                                               g.skill_set_id, self._suspends(req, now), rank))
             else:
                 self.engine.resume(gid, rank)
                 self._pinned.discard(gid)
@@ -287,15 +329,15 @@ class Planner:
         elif isinstance(ev, FinishedEvent):
             self._running.pop(req.id)
             req.transition(GenState.GENERATED)
+            req.truncated = ev.reason == "max_tokens"
             self._dispatch_pending(req)
             if not req.segments:
-                req.failure = "invalid_plan"
-                self._end(req, GenState.FAILED, f"plan has no executable segment ({ev.reason})")
+                self._end(req, EndKind.INVALID_PLAN, f"plan has no executable segment ({ev.reason})")
             elif req.all_executed():
-                self._end(req, GenState.FINISHED, "plan executed")
+                self._plan_executed(req)
         elif isinstance(ev, FailedEvent):
-            req.failure = "invalid_plan" if ev.invalid_plan else "engine"
-            self._end(req, GenState.FAILED, f"engine: {ev.error}")
+            self._end(req, EndKind.INVALID_PLAN if ev.invalid_plan else EndKind.ENGINE_FAILED,
+                      f"engine: {ev.error}")
 
     def _on_segment(self, req: Request, ev: SegmentEvent) -> None:
         k = req.next_segment
@@ -326,18 +368,53 @@ class Planner:
                 self._pinned.add(req.id)
             self._enqueue(req)
 
+    def _suspends(self, req: Request, now: float) -> bool:
+        """Whether a goal's generation is suspended at its segment boundaries: the policy's
+        flag, except under the admission's ``stream_late`` rule, where a goal that starts
+        already late (its first segment cannot be ready by its ERT any more) generates its
+        whole plan without suspending: its robot is already waiting, so every later segment
+        is wanted as soon as possible, and each suspension would cost a resume (a re-prefill
+        once its KV context is evicted, which under overload is almost always)."""
+        if not self.policy.suspends_at_segments:
+            return False
+        rule = getattr(self.policy.admission, "stream_late", False)
+        if not rule:
+            return True
+        if rule == "backlog" and self._backlog:
+            return False
+        g0 = self.segment_time.estimate(req.goal.robot_kind, 0)
+        return now + g0 + self.config.network_latency_s - req.arrival <= req.goal.tuf.ert
+
+    def _shed(self, req: Request, now: float) -> None:
+        """End a goal that has not started and can no longer gain utility (overload)."""
+        w = now + self.segment_time.estimate(req.goal.robot_kind, 0) + self.config.network_latency_s - req.arrival
+        self._end(req, EndKind.SHED, f"shed under overload: queued {now - req.arrival:.2f} s; even an "
+                                     f"immediate start gives a response of {w:.2f} s, past the time "
+                                     f"utility's zero ({req.goal.tuf.zero_time:.2f} s)")
+
+    def _plan_executed(self, req: Request) -> None:
+        """Every segment of a generated plan executed: SUCCEEDED, or TRUNCATED if the plan was
+        cut by max_tokens (what ran is not the whole plan)."""
+        if req.truncated:
+            self._end(req, EndKind.TRUNCATED, f"plan cut at max_tokens={req.goal.max_tokens} after "
+                                              f"{len(req.segments)} segment(s); those segments were executed")
+        else:
+            self._end(req, EndKind.SUCCEEDED, "plan executed")
+
     def _dispatch_pending(self, req: Request) -> None:
         now = self.clock.now()
         for seg in req.segments[len(req.dispatched_at):]:
             req.dispatched_at.append(now)
             self.sink.dispatch(req, seg)
 
-    def _end(self, req: Request, state: GenState, reason: str) -> None:
-        if req.state in (GenState.RUNNING, GenState.SUSPENDED):
+    def _end(self, req: Request, kind: EndKind, reason: str, *, abort: bool = True) -> None:
+        """The one place a request ends: its state, end kind and reason, then the sink."""
+        if abort and req.state in (GenState.RUNNING, GenState.SUSPENDED):
             self.engine.abort(req.id)
         self._queue.remove(req.id)
         self._running.pop(req.id, None)
-        req.transition(state)
+        req.transition(kind.state)
+        req.end = kind
         req.ended_at = self.clock.now()
         if self.predictor is not None:
             self.predictor.forget(req.id)

@@ -92,6 +92,10 @@ class SkillSpec:
     alias: str | None = None
     returns: ArgType | None = None
     description: str = ""
+    #: Hard per-call time limit in seconds (real robot time). When set, an adapter stops the
+    #: skill after this long; when unset, the limit comes from the profiled worst case
+    #: (``ExecutionTimeModel.worst_case_calls``).
+    max_s: float | None = None
 
     @property
     def min_args(self) -> int:

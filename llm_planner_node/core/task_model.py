@@ -39,6 +39,28 @@ class GenState(enum.Enum):
         return self in (GenState.FINISHED, GenState.CANCELLED, GenState.FAILED)
 
 
+class EndKind(enum.Enum):
+    """How a request ended: set once, only by the core (:meth:`Planner._end`), like vLLM's
+    ``RequestStatus`` carries its finish reason. The node maps it to the action status
+    (``ros_messages.STATUS_OF``) and nothing else decides a goal's outcome."""
+
+    SUCCEEDED = "succeeded"          # plan generated and every segment executed
+    TRUNCATED = "truncated"          # plan cut by max_tokens; the segments it had were executed
+    CANCELLED = "cancelled"          # by the client, or the node shutting down / deactivating
+    INVALID_PLAN = "invalid_plan"    # the model wrote text that is not a valid, safe plan
+    ENGINE_FAILED = "engine_failed"  # the inference engine failed
+    ROBOT_FAILED = "robot_failed"    # the adapter reported a failure
+    ROBOT_TIMEOUT = "robot_timeout"  # the adapter went silent while it owed a report
+    SHED = "shed"                    # overload: dropped before its first segment, when even an
+                                     # immediate start could no longer give it utility > 0
+
+    @property
+    def state(self) -> GenState:
+        """The terminal generation state this end puts a request in."""
+        return {EndKind.SUCCEEDED: GenState.FINISHED, EndKind.TRUNCATED: GenState.FINISHED,
+                EndKind.CANCELLED: GenState.CANCELLED}.get(self, GenState.FAILED)
+
+
 _END = {GenState.CANCELLED, GenState.FAILED}
 TRANSITIONS: dict[GenState, frozenset[GenState]] = {
     GenState.QUEUED: frozenset({GenState.RUNNING} | _END),
@@ -117,7 +139,8 @@ class Request:
     exec_end: list[float | None] = field(default_factory=list)
     ended_at: float | None = None
     end_reason: str = ""
-    failure: str = ""  # why the core failed it: "invalid_plan" or "engine" ("" = not by the engine)
+    end: EndKind | None = None  # set by the core when the request ends (with end_reason)
+    truncated: bool = False  # generation stopped at max_tokens, not at the plan's end
 
     @property
     def next_segment(self) -> int:

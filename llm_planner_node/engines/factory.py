@@ -1,8 +1,9 @@
 """Build the node's engine from its parameters: vLLM, or the simulated engine in real time.
 
 The simulated engine (``engine.kind: sim``) lets the node run without a model: a goal's plan is
-the LRTrace plan of the trace its instruction names (or the first trace of the robot's kind),
-and iterations take the calibrated time of the simulated GPU, in wall-clock time.
+the plan of the instruction the shipped planner knows (:func:`sim_prompt_builder`; an unknown
+instruction is rejected with the list of what it can plan), and iterations take the calibrated
+time of the simulated GPU, in wall-clock time.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Callable
 
 from ..core.clock import Clock
 from ..core.engine_api import Engine, EngineEvent
-from ..params import EngineParams
+from ..params import CONSTRAINED_DECODING, EngineParams, PlannerParams
 from .sim_engine import SimEngine, SimEngineConfig
 
 
@@ -36,24 +37,110 @@ class RealtimeSimEngine(SimEngine):
         return super().step()
 
 
+#: Longest instruction / plan list quoted in a rejection message (characters).
+MAX_QUOTED_INSTRUCTION = 80
+MAX_PLAN_LIST = 600
+
+
+def _sim_prompt_from_plan(plan: str, robot_kind: str, skill_set_id: str) -> object:
+    """A simulated plan from a corpus plan's text, cut by the robot's segmenter (the segments the
+    shipped model's plan would give on vLLM), ~2 characters per token as in the LRTrace traces."""
+    from ..core.skills import DEFAULT_SKILL_SETS
+    from ..segmenters import get_segmenter, segment_all
+    from ..sim.traces import ARM_PREFIX_TOKENS, DRONE_PREFIX_TOKENS, TASK_TOKENS, _tokens
+    from .sim_engine import SimPrompt, SimSegment
+
+    skills = DEFAULT_SKILL_SETS[skill_set_id]
+    segs = segment_all(get_segmenter(robot_kind, skills), [plan])
+    out = [SimSegment(s.text, _tokens(s.text) + (1 if i == len(segs) - 1 else 0), tuple(s.calls))
+           for i, s in enumerate(segs)]
+    prefix = ARM_PREFIX_TOKENS if robot_kind == "arm" else DRONE_PREFIX_TOKENS
+    return SimPrompt(prefix, TASK_TOKENS, tuple(out), skills.id)
+
+
+def _sim_chat_prompt(instruction: str, story: str) -> object:
+    """A chat goal of the simulated engine: the story in sentences, as the chat workload does."""
+    import math
+
+    from ..core.skills import CHAT
+    from ..evaluation.traces import CHAT_PREFIX_TOKENS, TOKENS_PER_WORD, chat_segments
+    from .sim_engine import SimPrompt
+
+    task_tokens = max(1, math.ceil(TOKENS_PER_WORD * len(instruction.split()))) + 16
+    return SimPrompt(CHAT_PREFIX_TOKENS, task_tokens, chat_segments(story, "sentence"), CHAT.id)
+
+
+def _chat_workload_story(instruction: str) -> str | None:
+    """The chat workload's requests ("Write a short story: <prompt>", ``evaluation/traces.py``):
+    a story composed from the prompt, the same for the same prompt."""
+    import numpy as np
+
+    from ..evaluation.traces import CHAT_PROMPTS, compose_story
+    from ..planner_model.known import normalize_instruction
+
+    key = normalize_instruction(instruction)
+    for i, p in enumerate(CHAT_PROMPTS):
+        if key == normalize_instruction(f"Write a short story: {p}"):
+            return compose_story(np.random.default_rng([i, 7]))[1]
+    return None
+
+
+def sim_no_plan_message(instruction: str, robot_kind: str) -> str:
+    """Why the simulated engine rejects an instruction: what it can plan for the robot's kind."""
+    from ..planner_model.known import PLAN_KIND, describe_chat_family, kind_of_known, known_instructions
+
+    shown = instruction if len(instruction) <= MAX_QUOTED_INSTRUCTION else instruction[:MAX_QUOTED_INSTRUCTION - 3] + "..."
+    kind = PLAN_KIND.get(robot_kind)
+    known = known_instructions()
+    if kind is None:
+        return (f"the simulated engine has no plans for robot kind '{robot_kind}' "
+                f"(it plans for {', '.join(sorted(PLAN_KIND))} robots)")
+    other = kind_of_known(instruction)
+    why = f"; that is a{'n' if other == 'arm' else ''} {other} task" if other and other != kind else ""
+    listed = ", ".join(f'"{i}"' for i in known[kind])
+    if len(listed) > MAX_PLAN_LIST:
+        listed = listed[:MAX_PLAN_LIST - 4].rsplit(", ", 1)[0] + ", ..."
+    more = (f", or any {describe_chat_family()}" if kind == "chat"
+            else ", or a paraphrase from the planner's training corpus")
+    return (f"the simulated engine has no plan for \"{shown}\" on a {robot_kind} robot{why}; "
+            f"it plans: {listed}{more} (README: What the shipped planner knows)")
+
+
 def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str) -> object:
-    """The simulated plan for a goal: the LRTrace task whose canonical instruction (planner
-    corpus) or trace description matches the instruction, else the kind's first trace."""
-    from ..planner_model.corpus import canonical_examples
+    """The simulated plan for a goal, only for an instruction the shipped planner knows
+    (:func:`llm_planner_node.planner_model.known.find_known`; case, punctuation and whitespace do
+    not matter):
+
+    * a canonical LRTrace instruction or the LRTrace task's name ("desk cleaning") -> that
+      trace's plan (``sim/traces.py``, the calibrated LRTrace plans);
+    * a paraphrase from the planner's training corpus -> the corpus plan for it, segmented;
+    * a chat story instruction -> the corpus story in sentences; the chat workload's
+      "Write a short story: <prompt>" requests -> a story composed from the prompt.
+
+    Anything else raises ValueError with the instructions it can plan (the node rejects the goal
+    with that message); it never runs another task's plan.
+    """
+    from ..planner_model.known import PLAN_KIND, find_known, normalize_instruction
     from ..sim.traces import TRACES
 
-    text = instruction.lower().strip()
-    for ex in canonical_examples():
-        if ex.instruction == text and ex.task_id in TRACES:
+    kind = PLAN_KIND.get(robot_kind)
+    key = normalize_instruction(instruction)
+    if kind in ("drone", "arm"):
+        for t in TRACES.values():
+            if t.robot_kind == kind and normalize_instruction(t.description) == key:
+                return t.prompt
+    ex = find_known(instruction, robot_kind) if kind is not None else None
+    if ex is not None:
+        if ex.robot_kind == "chat":
+            return _sim_chat_prompt(instruction, ex.plan)
+        if ex.canonical and ex.task_id in TRACES:
             return TRACES[ex.task_id].prompt
-    kind = "drone" if robot_kind == "sim" else robot_kind
-    candidates = [t for t in TRACES.values() if t.robot_kind == kind]
-    if not candidates:
-        raise ValueError(f"the simulated engine has no plans for robot kind '{robot_kind}'")
-    for t in candidates:
-        if t.description.lower() in text or text in t.description.lower():
-            return t.prompt
-    return candidates[0].prompt
+        return _sim_prompt_from_plan(ex.plan, ex.robot_kind, skill_set_id)
+    if kind == "chat":
+        story = _chat_workload_story(instruction)
+        if story is not None:
+            return _sim_chat_prompt(instruction, story)
+    raise ValueError(sim_no_plan_message(instruction, robot_kind))
 
 
 #: Live length predictors (on the planner model) for the length-aware policies.
@@ -79,17 +166,33 @@ def predictor_for(policy: Any, params: EngineParams) -> Any:
                      "simulator provides: run it with engine.kind: sim or `timely-fleet eval --engine sim`")
 
 
-def engine_factory(params: EngineParams, clock: Clock) -> Callable[[], Engine]:
-    """A function that (re)creates the configured engine; the node calls it again after a crash."""
+def engine_factory(params: EngineParams | PlannerParams, clock: Clock, *,
+                   constrained_decoding: str | None = None) -> Callable[[], Engine]:
+    """A function that (re)creates the configured engine; the node calls it again after a crash.
+
+    ``params``: the engine section, or the whole planner section (then its
+    ``constrained_decoding`` applies). ``constrained_decoding`` (``planner.constrained_decoding``:
+    ``grammar``, the default, or ``off``) decides whether vLLM decodes under the skill set's plan
+    grammar; the simulated engine has no decoding to constrain."""
+    if isinstance(params, PlannerParams):
+        constrained_decoding = constrained_decoding or params.constrained_decoding
+        params = params.engine
+    mode = constrained_decoding or PlannerParams.constrained_decoding
+    if mode not in CONSTRAINED_DECODING:
+        raise ValueError(f"constrained_decoding must be one of {', '.join(CONSTRAINED_DECODING)}, got {mode!r}")
     if params.kind == "sim":
         return lambda: RealtimeSimEngine(clock)
     if params.kind == "vllm":
         def make() -> Engine:
             from .vllm_engine import VllmEngine
 
-            return VllmEngine(params, clock)
+            return VllmEngine(params, clock, constrained_decoding=mode)
         return make
-    raise ValueError(f"unknown engine kind {params.kind!r} (vllm or sim)")
+    if params.kind == "remote":  # `vllm serve` servers (planner.engine.servers)
+        from .remote_engine import build_remote_engine
+
+        return lambda: build_remote_engine(params, clock, constrained_decoding=mode)
+    raise ValueError(f"unknown engine kind {params.kind!r} (vllm, remote or sim)")
 
 
 def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str) -> object:
@@ -100,6 +203,43 @@ def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str) ->
     return build_prompt(instruction, robot_kind, DEFAULT_SKILL_SETS[skill_set_id])
 
 
+def chat_template_prompt_builder(model_path: str) -> Callable[[str, str, str], object] | None:
+    """For a Hugging Face model whose tokenizer has a chat template: a builder that renders the
+    goal as chat messages (system: skills, rules, examples; user: the instruction) to token ids
+    with that template. None if the tokenizer has no chat template."""
+    from transformers import AutoTokenizer
+
+    from ..core.skills import DEFAULT_SKILL_SETS
+    from ..planner_model.prompt import build_chat_prompt_ids, has_chat_template
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if not has_chat_template(tokenizer):
+        return None
+    cache: dict[tuple[str, str, str], tuple[int, ...]] = {}
+
+    def build(instruction: str, robot_kind: str, skill_set_id: str) -> object:
+        key = (instruction, robot_kind, skill_set_id)
+        ids = cache.get(key)
+        if ids is None:
+            ids = cache[key] = tuple(build_chat_prompt_ids(tokenizer, instruction, robot_kind,
+                                                           DEFAULT_SKILL_SETS[skill_set_id]))
+            while len(cache) > 256:
+                cache.pop(next(iter(cache)))
+        return list(ids)
+
+    return build
+
+
 def prompt_builder_for(params: EngineParams) -> Callable[[str, str, str], object]:
-    """How the node turns a goal into the engine's prompt."""
-    return sim_prompt_builder if params.kind == "sim" else vllm_prompt_builder
+    """How the node turns a goal into the engine's prompt: the simulated plan (sim), the shipped
+    planner's own format (embedded model, or a model without a chat template), or the model's
+    chat template (instruct models)."""
+    if params.kind == "sim":
+        return sim_prompt_builder
+    if params.model != "embedded":
+        from .vllm_engine import resolve_model_path
+
+        chat = chat_template_prompt_builder(resolve_model_path(params.model))
+        if chat is not None:
+            return chat
+    return vllm_prompt_builder

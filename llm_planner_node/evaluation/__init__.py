@@ -1,2 +1,3 @@
 """Evaluation harness (issue #7): trace library, workload specs, ``eval``/``report``/``paper``,
-rosbag2 recording and replay, and a best-found upper bound for small workloads."""
+rosbag2 recording and replay, a best-found schedule search for small workloads and a real
+upper bound (hindsight MILP, :mod:`.bound_milp`)."""

@@ -1,9 +1,11 @@
 """rosbag2 recording, reading, replay and metrics (``rosbags``; mcap or sqlite3 storage).
 
 Recorded topics: ``/planner/goals`` (GoalRecord, one per accepted goal), ``/planner/results``
-(GoalResult, one per finished goal, with per-segment timing), ``/robot_status`` (RobotStatus)
-and ``/robots/<id>/segments`` (SkillSegment) for the given robot ids or every such topic
-discovered while recording.
+(GoalResult, one per finished goal, with per-segment timing), ``/robot_status`` (RobotStatus),
+``/robot_segments`` (SkillSegment: every robot's segments, where the planner publishes them by
+default; ``robot_id`` says whose) and ``/robots/<id>/segments`` (SkillSegment, the per-robot topics
+of ``security.per_robot_topics``) for the given robot ids or every such topic discovered while
+recording.
 
 - :class:`BagRecorder`: an rclpy node that subscribes with ``raw=True`` (serialized CDR is
   written as is) and writes the bag with ``rosbags``; custom types are registered from the
@@ -33,9 +35,10 @@ PKG = "timely_fleet"
 GOALS_TOPIC = "/planner/goals"
 RESULTS_TOPIC = "/planner/results"
 STATUS_TOPIC = "/robot_status"
+SEGMENTS_TOPIC = "/robot_segments"  # ros_messages.SEGMENTS_TOPIC in the root namespace
 SEGMENTS_RE = re.compile(r"^/robots/([^/]+)/segments$")
 TYPES = {GOALS_TOPIC: f"{PKG}/msg/GoalRecord", RESULTS_TOPIC: f"{PKG}/msg/GoalResult",
-         STATUS_TOPIC: f"{PKG}/msg/RobotStatus"}
+         STATUS_TOPIC: f"{PKG}/msg/RobotStatus", SEGMENTS_TOPIC: f"{PKG}/msg/SkillSegment"}
 SEGMENT_TYPE = f"{PKG}/msg/SkillSegment"
 STATUS_SUCCEEDED = 0
 
@@ -101,8 +104,9 @@ def _ros_msg_class(topic: str) -> Any:
 class BagRecorder:
     """rclpy node recording the evaluation topics to a rosbag2.
 
-    ``robots``: robot ids whose ``/robots/<id>/segments`` to record; with ``discover=True`` new
-    segment topics found in the graph are added (checked every ``discover_period_s``).
+    The shared ``/robot_segments`` topic is always recorded. ``robots``: robot ids whose per-robot
+    ``/robots/<id>/segments`` to record (``security.per_robot_topics``); with ``discover=True`` new
+    per-robot segment topics found in the graph are added (checked every ``discover_period_s``).
     Use :meth:`close` to stop and finalise the bag.
     """
 
@@ -117,7 +121,8 @@ class BagRecorder:
         self._qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
                                reliability=ReliabilityPolicy.RELIABLE)
         self._subs: dict[str, Any] = {}
-        for topic in (GOALS_TOPIC, RESULTS_TOPIC, STATUS_TOPIC):
+        self.counts: Counter[str] = Counter()  # messages written per topic
+        for topic in (GOALS_TOPIC, RESULTS_TOPIC, STATUS_TOPIC, SEGMENTS_TOPIC):
             self._subscribe(topic)
         for r in robots:
             self._subscribe(f"/robots/{r}/segments")
@@ -131,6 +136,7 @@ class BagRecorder:
 
         def cb(data: bytes, topic: str = topic) -> None:
             self.writer.write(topic, data, clock.now().nanoseconds)
+            self.counts[topic] += 1
 
         self._subs[topic] = self.node.create_subscription(cls, topic, cb, self._qos, raw=True)
 
@@ -243,26 +249,9 @@ def send_timed_goals(node: Any, goals: Sequence[tuple[float, Any]], *, action_na
     Spins ``executor`` (or a new single-threaded one on ``node``'s context) while waiting.
     Returns the result wrappers (``.result`` = PlanTask.Result; None if not accepted/timed out).
     """
-    from rclpy.action import ActionClient
-    from rclpy.executors import SingleThreadedExecutor
-    from timely_fleet.action import PlanTask
+    from ..client import answering_action_client
 
-    ex = executor
-    if ex is None:
-        ex = SingleThreadedExecutor(context=node.context)
-        ex.add_node(node)
-    from ..client import DISCOVERY_SETTLE_S
-    from ..node import action_qos_kwargs
-
-    client = ActionClient(node, PlanTask, action_name, **action_qos_kwargs())
-    deadline = time.monotonic() + server_timeout_s
-    while not client.server_is_ready():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no '{action_name}' action server (start the node with `timely-fleet up`)")
-        ex.spin_once(timeout_sec=0.1)
-    settle = time.monotonic() + DISCOVERY_SETTLE_S  # let the server match our response reader
-    while time.monotonic() < settle:
-        ex.spin_once(timeout_sec=0.05)
+    client, ex = answering_action_client(node, action_name, server_timeout_s, executor)
     bar = None
     if progress:
         import sys

@@ -16,6 +16,25 @@ each policy (or an already running node with ``--attach``); the workload's goals
 Output: a table (per policy and task type: mean utility, % of beta, mean/P90 response, mean
 robot waiting, goals completed, tokens/s), ``--json PATH`` (one object per policy) and
 ``--out DIR`` (``results.json`` + ``utility.png`` / ``waiting.png`` bar charts).
+
+``--admission literal|improved`` (default improved): the batch admission shared by every
+segmented policy (``vllm-stream``, ``seg-fcfs``, ``seg-edf``, ``timelyllm`` and its
+combinations): ``literal`` is TimelyLLM 4.4 as written, ``improved`` ours (what differs and
+why: :mod:`llm_planner_node.core.batching`). ``vllm``, Trail, LTR, LAMPS and hybrid keep their
+own rule (fixed batch up to KV memory); ``--max-batch`` overrides both with a fixed batch.
+
+``--calibration NAME|PATH`` (sim; default ``paper-vllm``): the simulated engine's calibration,
+a name from :data:`llm_planner_node.engines.calibration.CALIBRATIONS` (``paper-vllm``,
+``hf-table1``, ``phi3-hf-table1``, ``npu-hybrid``) or a file written by ``timely-fleet
+calibrate``; the report's header line and the JSON's ``"calibration"`` give its constants and
+source. A simulated run applies one plan per robot with the workload's agent count
+(:mod:`llm_planner_node.sim.agents`; the live node enforces the same rule).
+
+``--bound`` (sim only): a real upper bound on the mean time utility of any schedule of these
+arrivals on the simulated engine (:mod:`.bound_milp`: hindsight MILP over engine iterations,
+sum(beta), per-goal served-alone); adds a "bound" row per task type and each policy's utility
+as % of it (``%bound``) to the table, and ``"bound": {"all": {"mean_utility": ..}, ...}`` to
+the JSON.
 """
 
 from __future__ import annotations
@@ -27,19 +46,35 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core.policies import policy_names
+from ..logging_setup import add_log_level_argument, configure_logging
 from .results import bar_chart, format_table, policy_result, write_json
-from .workload_spec import EvalSpec, SpecError, compose, load_spec
+from .workload_spec import EvalSpec, compose, load_spec
+
+
+def agent_pool(spec: EvalSpec, arrivals: Sequence[Any]) -> Any:
+    """The workload's fleet: ``spec.agents`` robots of each kind its goals use (one plan per
+    robot, :mod:`llm_planner_node.sim.agents`)."""
+    from ..sim.agents import AgentPool
+
+    return AgentPool.for_goals([a.goal for a in arrivals], spec.agents)
 
 
 def run_sim(spec: EvalSpec, policies: Sequence[str], seed: int | None = None, *,
             max_batch: int | None = None, chat_segmentation: str | None = None,
-            progress: bool = False, arrivals: list | None = None) -> list[dict[str, Any]]:
-    """Simulate each policy on the same arrivals; one :func:`policy_result` dict per policy."""
+            progress: bool = False, arrivals: list | None = None,
+            admission: str | None = None, one_plan_per_robot: bool = True) -> list[dict[str, Any]]:
+    """Simulate each policy on the same arrivals; one :func:`policy_result` dict per policy.
+    ``admission``: the shared admission of segmented policies (None: the default, improved).
+    ``one_plan_per_robot`` (default): the workload's ``agents`` robots per kind, a task for a busy
+    robot goes to a free one of its kind or waits (:mod:`llm_planner_node.sim.agents`); each
+    result then has ``agents`` = {"reassigned", "waited", "mean_wait_s", "max_wait_s"}."""
     from ..sim.simulation import simulate
 
     seed = spec.seed if seed is None else seed
     arr = arrivals if arrivals is not None else compose(spec, seed, chat_segmentation=chat_segmentation)
-    params = {} if max_batch is None else {"max_batch": max_batch}
+    params: dict[str, Any] = {} if max_batch is None else {"max_batch": max_batch}
+    if admission is not None:
+        params["admission"] = admission
     it: Any = policies
     if progress:
         from tqdm import tqdm
@@ -48,11 +83,48 @@ def run_sim(spec: EvalSpec, policies: Sequence[str], seed: int | None = None, *,
     out = []
     for name in it:
         t0 = time.perf_counter()
+        pool = agent_pool(spec, arr) if one_plan_per_robot else None
         res = simulate(arr, name, seed=seed, engine_config=spec.engine_config(),
-                       planner_config=spec.planner_config(), **params)
+                       planner_config=spec.planner_config(), agents=pool, **params)
+        extra: dict[str, Any] = {}
+        if pool is not None:
+            waits = [w for w in res.agent_wait_s.values() if w > 0]
+            extra["agents"] = {"robots_per_kind": spec.agents, "reassigned": len(res.reassigned),
+                               "waited": len(waits),
+                               "mean_wait_s": float(sum(waits) / len(waits)) if waits else 0.0,
+                               "max_wait_s": float(max(waits, default=0.0))}
+        started = [r.gen_start[0] - r.arrival for r in res.requests if r.gen_start]
         out.append(policy_result(name, res.summary, wall_s=time.perf_counter() - t0,
-                                 sim_end_s=res.end_time, peak_batch=res.engine.peak_batch))
+                                 sim_end_s=res.end_time, peak_batch=res.engine.peak_batch,
+                                 # arrival at the planner -> first admission into the engine's batch
+                                 mean_admission_delay_s=float(sum(started) / len(started)) if started else None,
+                                 **extra))
     return out
+
+
+def add_calibration_argument(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    """``--calibration NAME|PATH`` (eval, paper, compare)."""
+    from ..engines.calibration import CALIBRATIONS, DEFAULT_CALIBRATION
+
+    parser.add_argument("--calibration", default=default or DEFAULT_CALIBRATION, metavar="NAME|PATH",
+                        help=f"simulated engine calibration: {', '.join(CALIBRATIONS)} or a file "
+                             f"written by `timely-fleet calibrate` (default {default or DEFAULT_CALIBRATION}: "
+                             "TimelyLLM's Llama3-8B on vLLM; the chat workload keeps Phi-3's Table 1 "
+                             "profile); every report prints its source")
+
+
+def with_calibration(spec: EvalSpec, name_or_path: str | None) -> EvalSpec:
+    """``spec`` on the calibration ``name_or_path`` (checked: SpecError names the choices)."""
+    if name_or_path is None:
+        return spec
+    from ..engines.calibration import get_calibration
+    from .workload_spec import SpecError
+
+    try:
+        get_calibration(name_or_path)
+    except ValueError as e:
+        raise SpecError(f"--calibration: {e}") from None
+    return spec.with_(calibration=str(name_or_path))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,10 +135,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("sim", "vllm"), default="sim")
     parser.add_argument("--seed", type=int, default=None, help="override the spec's seed")
     parser.add_argument("--max-batch", type=int, default=None, help="fixed maximum batch size")
+    parser.add_argument("--admission", choices=("literal", "improved"), default="improved",
+                        help="batch admission of every segmented policy: literal = TimelyLLM 4.4 "
+                             "as written, improved = ours (default)")
     parser.add_argument("--chat-segmentation", choices=("sentence", "paragraph"), default=None)
+    add_calibration_argument(parser)
     parser.add_argument("--json", metavar="PATH", help="write results as JSON")
     parser.add_argument("--out", metavar="DIR", help="write results.json and bar charts here")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--bound", action="store_true",
+                        help="sim: add the hindsight MILP upper bound and each policy's %% of it")
+    add_log_level_argument(parser)
     # live (--engine vllm) options
     parser.add_argument("--bag", metavar="DIR", help="live: record a rosbag2 of the run here")
     parser.add_argument("--attach", action="store_true",
@@ -83,22 +162,71 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="live: seconds to wait for results after the last goal")
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        spec = load_spec(args.workload)
-    except SpecError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
-    bad = [p for p in policies if p not in policy_names()]
-    if bad or not policies:
-        print(f"error: unknown policy {', '.join(bad) or '(none)'} (known: {', '.join(policy_names())})",
-              file=sys.stderr)
-        return 2
-    seed = spec.seed if args.seed is None else args.seed
+def _check_arguments(args: argparse.Namespace, policies: list[str]) -> None:
+    """Refuse what cannot run, before anything runs (CommandError: one sentence)."""
+    import difflib
+
+    from ..cli import CommandError
+
+    if not policies:
+        raise CommandError(f"--policy names no policy (known: {', '.join(policy_names())})")
+    for p in policies:
+        if p not in policy_names():
+            close = difflib.get_close_matches(p, policy_names(), n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(policy_names())}"
+            raise CommandError(f"unknown policy {p} ({hint})")
+    if len(set(policies)) != len(policies):
+        raise CommandError(f"--policy names a policy twice ({args.policy})")
     if args.engine == "sim":
-        results = run_sim(spec, policies, seed, max_batch=args.max_batch,
-                          chat_segmentation=args.chat_segmentation, progress=not args.no_progress)
+        live_only = [o for o, v in (("--bag", args.bag), ("--attach", getattr(args, "attach", False)),
+                                    ("--params", getattr(args, "params", None)), ("--limit", args.limit)) if v]
+        if live_only:
+            raise CommandError(f"{', '.join(live_only)} {'is' if len(live_only) == 1 else 'are'} for live runs: "
+                               "add --engine vllm")
+    if getattr(args, "admission", "improved") != "improved" and args.engine != "sim":
+        raise CommandError("--admission applies to simulated runs; a live planner takes its "
+                           "admission from the planner.admission parameter (--params)")
+    if getattr(args, "bound", False) and args.engine != "sim":
+        raise CommandError("--bound bounds schedules on the simulated engine's iteration model: "
+                           "use it with --engine sim")
+    if not args.time_scale > 0:
+        raise CommandError(f"--time-scale must be > 0, got {args.time_scale}")
+    if args.limit is not None and args.limit < 1:
+        raise CommandError(f"--limit must be >= 1, got {args.limit}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command; a user mistake ends it with one sentence on stderr and status 2."""
+    from ..cli import is_user_error
+
+    configure_logging(getattr(args, "log_level", "info"), ros=getattr(args, "engine", "sim") != "sim")
+    try:
+        return _run(args)
+    except Exception as e:  # noqa: BLE001 - only user mistakes are caught, the rest is re-raised
+        if not is_user_error(e):
+            raise
+        print(f"timely-fleet eval: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.workload)
+    if args.engine == "sim":
+        spec = with_calibration(spec, getattr(args, "calibration", None))
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    _check_arguments(args, policies)
+    seed = spec.seed if args.seed is None else args.seed
+    bound = None
+    if args.engine == "sim":
+        arr = compose(spec, seed, chat_segmentation=args.chat_segmentation)
+        results = run_sim(spec, policies, seed, max_batch=args.max_batch, arrivals=arr,
+                          chat_segmentation=args.chat_segmentation, progress=not args.no_progress,
+                          admission=getattr(args, "admission", None))
+        if getattr(args, "bound", False):
+            from .bound_milp import add_pct_of_bound, bound_by_type
+
+            bound = bound_by_type(arr, spec.engine_config(), spec.planner_config())
+            add_pct_of_bound(results, bound)
     else:
         from .live import run_live
 
@@ -106,10 +234,25 @@ def run(args: argparse.Namespace) -> int:
         if results is None:
             return 1
     n_goals = results[0]["task_types"].get("all", {}).get("goals", 0) if results else 0
-    print(f"workload {spec.name}: {n_goals} goals, seed {seed}, engine {args.engine}")
-    print(format_table(results))
+    admission = getattr(args, "admission", "improved")
+    print(f"workload {spec.name}: {n_goals} goals, seed {seed}, engine {args.engine}, "
+          f"admission {admission if args.max_batch is None else f'fixed batch {args.max_batch}'}")
+    if args.engine == "sim":
+        print(f"calibration {spec.calibration_info()['description']}")
+        moved = [(r["policy"], r["agents"]) for r in results if "agents" in r]
+        if moved:
+            print(f"one plan per robot ({spec.agents} robots per kind): " + "; ".join(
+                f"{p} {a['reassigned']} moved to a free robot, {a['waited']} waited "
+                f"(mean {a['mean_wait_s']:.2f} s)" for p, a in moved))
+    print(format_table(results, bound))
+    for r in results:
+        if r.get("bag"):
+            print(f"recorded {r['policy']} to {r['bag']} (timely-fleet report {r['bag']})")
     doc = {"workload": spec.as_dict(), "engine": args.engine, "seed": seed,
-           "max_batch": args.max_batch, "policies": results}
+           "calibration": spec.calibration_info() if args.engine == "sim" else None,
+           "max_batch": args.max_batch, "admission": admission, "policies": results}
+    if bound is not None:
+        doc["bound"] = bound
     if args.json:
         write_json(args.json, doc)
     if args.out:

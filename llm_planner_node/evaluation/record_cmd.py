@@ -3,8 +3,9 @@
     timely-fleet record runs/wid1 --robots drone0,drone1     # Ctrl-C to stop
     timely-fleet record runs/wid1 --duration 300 --storage sqlite3
 
-Records ``/planner/goals``, ``/planner/results``, ``/robot_status`` and ``/robots/<id>/segments``
-(the given robots plus any segment topic discovered while recording) into a rosbag2 written
+Records ``/planner/goals``, ``/planner/results``, ``/robot_status``, ``/robot_segments`` (every
+robot's segments) and, with ``security.per_robot_topics``, ``/robots/<id>/segments`` (the given
+robots plus any per-robot segment topic discovered while recording) into a rosbag2 written
 with ``rosbags``. ``timely-fleet report <bag>`` recomputes the metrics;
 ``timely-fleet replay <bag>`` re-sends the goals.
 """
@@ -13,17 +14,25 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bag", help="output bag directory (must not exist)")
-    parser.add_argument("--robots", default="", help="comma-separated robot ids (segment topics)")
-    parser.add_argument("--no-discover", action="store_true", help="do not add discovered segment topics")
+    parser.add_argument("--robots", default="", help="comma-separated robot ids (per-robot segment topics)")
+    parser.add_argument("--no-discover", action="store_true", help="do not add discovered per-robot segment topics")
     parser.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..cli import CommandError
+
+    if Path(args.bag).exists():
+        raise CommandError(f"{args.bag} already exists: give a new bag directory "
+                           "(a recording never overwrites another)")
+    if args.duration is not None and not args.duration > 0:
+        raise CommandError(f"--duration must be > 0 seconds, got {args.duration}")
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 

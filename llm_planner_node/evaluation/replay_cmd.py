@@ -12,6 +12,25 @@ from __future__ import annotations
 
 import argparse
 import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def summary_line(results: Sequence[Any]) -> str:
+    """``replayed N goals: S succeeded, F failed (STATUS n, ...), U without result``.
+
+    ``results``: what :func:`.bag.replay` returns, a result wrapper (``.result.status``) per goal
+    or None when the goal got no result (not accepted, or no answer before ``--timeout``).
+    """
+    from ..client import STATUS_NAMES
+
+    ok = sum(1 for r in results if r is not None and r.result.status == 0)
+    failed = Counter(STATUS_NAMES.get(int(r.result.status), str(r.result.status))
+                     for r in results if r is not None and r.result.status != 0)
+    how = f" ({', '.join(f'{name} {n}' for name, n in sorted(failed.items()))})" if failed else ""
+    return (f"replayed {len(results)} goals: {ok} succeeded, {sum(failed.values())} failed{how}, "
+            f"{sum(1 for r in results if r is None)} without result")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +42,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..cli import CommandError
+
+    if not Path(args.bag).exists():
+        raise CommandError(f"{args.bag} does not exist: give a bag recorded with `timely-fleet record` "
+                           "or `eval --bag`")
+    if args.record and Path(args.record).exists():
+        raise CommandError(f"{args.record} already exists: give a new bag directory for --record")
+    if not args.time_scale > 0:
+        raise CommandError(f"--time-scale must be > 0, got {args.time_scale}")
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
@@ -42,14 +70,12 @@ def run(args: argparse.Namespace) -> int:
         res = replay(args.bag, time_scale=args.time_scale, action_name=args.action,
                      result_timeout_s=args.timeout)
     except TimeoutError as e:
-        print(f"error: {e}")
-        return 1
+        raise CommandError(str(e)) from None
     finally:
         stop.set()
         if rec is not None:
             th.join(timeout=2)
             rec.close()
         rclpy.try_shutdown()
-    ok = sum(1 for r in res if r is not None and r.result.status == 0)
-    print(f"replayed {len(res)} goals: {ok} succeeded, {sum(1 for r in res if r is None)} without result")
+    print(summary_line(res))
     return 0

@@ -65,19 +65,46 @@ def _clean(v: Any) -> Any:
 
 
 def _f(v: Any, fmt: str) -> str:
-    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+    """``v`` formatted with ``fmt`` (e.g. ``"8.3f"``); a missing value is "-" in the same width."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return format("-", f">{fmt.split('.')[0]}")
+    return format(v, fmt)
 
 
-def format_table(results: Sequence[Mapping[str, Any]]) -> str:
-    lines = [f"{'policy':12} {'task type':14} {'goals':>5} {'done':>5} {'utility':>8} {'%beta':>6} "
+def format_table(results: Sequence[Mapping[str, Any]],
+                 bound: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """One row per policy and task type, columns aligned ("-" where a metric has no value, e.g.
+    no goal of the type completed); a note below when policies completed different numbers of goals.
+    ``bound`` (``eval --bound``): a "bound" row per task type and a ``%bound`` column."""
+    pw = max([12, *(len(str(r["policy"])) for r in results)])
+    tw = max([14, *(len(str(tt)) for r in results for tt in r["task_types"])])
+    pb = f" {'%bound':>6}" if bound is not None else ""
+    lines = [f"{'policy':{pw}} {'task type':{tw}} {'goals':>5} {'done':>5} {'utility':>8} {'%beta':>6}{pb} "
              f"{'resp(s)':>8} {'p90(s)':>7} {'wait(s)':>8} {'tok/s':>7}"]
     for r in results:
         for tt, m in r["task_types"].items():
-            lines.append(f"{r['policy']:12} {tt:14} {m['goals']:5d} {m['completed']:5d} "
-                         f"{_f(m['mean_utility'], '8.3f')} {_f(m['utility_pct_of_beta'], '6.1f')} "
+            pct = f" {_f(m.get('utility_pct_of_bound'), '6.1f')}" if bound is not None else ""
+            lines.append(f"{str(r['policy']):{pw}} {str(tt):{tw}} {m['goals']:5d} {m['completed']:5d} "
+                         f"{_f(m['mean_utility'], '8.3f')} {_f(m['utility_pct_of_beta'], '6.1f')}{pct} "
                          f"{_f(m['mean_response_s'], '8.3f')} {_f(m['p90_response_s'], '7.3f')} "
                          f"{_f(m['mean_waiting_s'], '8.3f')} {_f(m['tokens_per_s'], '7.1f')}")
-    return "\n".join(lines)
+    for tt, b in (bound or {}).items():
+        lines.append(f"{'bound':{pw}} {str(tt):{tw}} {b['goals']:5d} {'':>5} {_f(b['mean_utility'], '8.3f')} "
+                     f"{'':>6} {'100.0':>6}  ({b['method']}, {b['groups']} groups)")
+    note = completed_note(results)
+    return "\n".join(lines + ([note] if note else []))
+
+
+def completed_note(results: Sequence[Mapping[str, Any]]) -> str | None:
+    """A sentence when policies completed different numbers of goals (their means then cover
+    different goals), else None."""
+    done = {r["policy"]: (r["task_types"].get("all", {}).get("completed", 0),
+                          r["task_types"].get("all", {}).get("goals", 0)) for r in results}
+    if len(results) < 2 or len({c for c, _ in done.values()}) == 1:
+        return None
+    counts = ", ".join(f"{p} {c} of {g}" for p, (c, g) in done.items())
+    return (f"note: the policies completed different numbers of goals ({counts}); "
+            "their means are over different goals (column 'done')")
 
 
 def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
@@ -87,8 +114,8 @@ def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
 
 def load_json(path: str | Path) -> dict[str, Any]:
     doc = json.loads(Path(path).read_text())
-    if "policies" not in doc:
-        raise ValueError(f"{path}: not an evaluation result (no 'policies')")
+    if not isinstance(doc, dict) or not isinstance(doc.get("policies"), list):
+        raise ValueError("no 'policies' list in it")
     return doc
 
 

@@ -24,7 +24,8 @@ from ..core.execution_time import ExecutionTimeModel
 from ..core.skills import CHAT
 from ..core.task_model import Goal
 from ..core.tuf import NORMAL, URGENT, TUFParams
-from ..engines.sim_engine import IterationModel, SimEngineConfig, SimPrompt, SimSegment
+from ..engines.calibration import CALIBRATIONS, PHI3_MINI_RTX4090  # noqa: F401 (re-exported)
+from ..engines.sim_engine import SimPrompt, SimSegment
 from ..sim.traces import TRACES, Trace
 
 TOKENS_PER_WORD = 1.3
@@ -33,13 +34,9 @@ CHAT_ID = "chat"
 #: shared system prompt of the chat agent (pre-stored, like a robot's skill set)
 CHAT_PREFIX_TOKENS = 64
 
-# Phi-3-mini-128k fp16 on an RTX 4090 (TimelyLLM Table 1: prefill of the 2,884-token test
-# prompt 563 ms, each decode ~22 ms). Same form as the Llama3 calibration in sim_engine:
-#   a + c = 22 ms, a + b * 2884 = 563 ms, c = 0.2 ms/sequence (assumption, see sim_engine).
-PHI3_MINI_RTX4090 = IterationModel(0.0218, (0.563 - 0.0218) / 2884, 0.0002)
-# 3.8 B params fp16 = 7.6 GB weights; Phi-3-mini KV = 2 x 32 layers x 32 heads x 96 x 2 B
-# = 384 KiB/token; (23.2 - 7.6 - 1) GB / 384 KiB ~ 37,000 tokens.
-PHI3_ENGINE = SimEngineConfig(iteration=PHI3_MINI_RTX4090, kv_capacity_tokens=37_000)
+# Phi-3-mini-128k fp16 on an RTX 4090 (TimelyLLM Table 1): the named calibration
+# ``phi3-hf-table1`` (constants and derivation in engines/calibration.py).
+PHI3_ENGINE = CALIBRATIONS["phi3-hf-table1"].engine
 
 
 def tuf_class(tuf: TUFParams) -> str:

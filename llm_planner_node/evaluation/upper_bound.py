@@ -1,4 +1,7 @@
-"""Best-found schedule utility for small workloads (an upper-bound reference for the policies).
+"""Best-found schedule utility for small workloads: a search, not a bound.
+
+What it finds is a feasible schedule, hence a *lower* bound on the optimum; every gap to it is
+>= 0 by construction. The real upper bound is :mod:`.bound_milp` (``timely-fleet eval --bound``).
 
 The search space: a fixed priority order over the goals (all n! permutations, so keep n <= 7)
 x a maximum batch size, run in the simulator with segmented generation and early dispatch

@@ -14,7 +14,10 @@ A spec file (presets WID1-3 = TimelyLLM Table 3 in ``config/workloads/``)::
       urgent: {ert: 0.2, alpha: -6.67, beta: 2.0}
     network_latency_ms: 8
     chat_segmentation: sentence   # sentence | paragraph (chat traces)
-    engine_model: llama3-8b       # simulated engine calibration: llama3-8b | phi3
+    engine_model: llama3-8b       # the workload's model: llama3-8b | phi3 (chat)
+    calibration: paper-vllm       # engine calibration: a name (engines/calibration.py) or a
+                                  # `timely-fleet calibrate` file; default: the model's Table 1
+                                  # profile (hf-table1 / phi3-hf-table1); --calibration overrides
 
 The arrival process is :func:`llm_planner_node.sim.workload.generate` (same RNG stream), so
 a spec and the equivalent ``WorkloadSpec`` give identical arrivals.
@@ -41,7 +44,8 @@ WORKLOAD_DIR = Path(__file__).resolve().parents[2] / "config" / "workloads"
 CHAT_TRACE = 0  # internal trace id of the chat workload
 ENGINE_MODELS = {"llama3-8b": SimEngineConfig(), "phi3": PHI3_ENGINE}
 _REQUIRED = ("name", "duration_s", "eps", "max_tpe", "traces", "agents")
-_OPTIONAL = ("seed", "tuf", "network_latency_ms", "chat_segmentation", "engine_model", "description")
+_OPTIONAL = ("seed", "tuf", "network_latency_ms", "chat_segmentation", "engine_model", "description",
+             "calibration")
 
 
 class SpecError(ValueError):
@@ -61,6 +65,7 @@ class EvalSpec:
     network_latency_ms: float = 8.0
     chat_segmentation: str = "sentence"
     engine_model: str = "llama3-8b"
+    calibration: str | None = None  # None: the model's Table 1 profile (ENGINE_MODELS)
 
     def workload_spec(self) -> WorkloadSpec:
         ids = tuple(CHAT_TRACE if t == CHAT_ID else int(t) for t in self.traces)
@@ -70,7 +75,20 @@ class EvalSpec:
         return PlannerConfig(network_latency_s=self.network_latency_ms / 1000.0)
 
     def engine_config(self) -> SimEngineConfig:
-        return ENGINE_MODELS[self.engine_model]
+        """The simulated engine: the spec's calibration for its model, else the model's Table 1
+        profile."""
+        if self.calibration is None:
+            return ENGINE_MODELS[self.engine_model]
+        from ..engines.calibration import get_calibration
+
+        return get_calibration(self.calibration).engine_for(self.engine_model)
+
+    def calibration_info(self) -> dict[str, Any]:
+        """Name, constants and source line of the calibration this spec's engine uses."""
+        from ..engines.calibration import get_calibration
+
+        name = self.calibration or {"phi3": "phi3-hf-table1"}.get(self.engine_model, "hf-table1")
+        return get_calibration(name).for_model(self.engine_model).as_dict()
 
     def with_(self, **changes: Any) -> "EvalSpec":
         return replace(self, **changes)
@@ -80,7 +98,8 @@ class EvalSpec:
                 "max_tpe": self.max_tpe, "traces": list(self.traces), "agents": self.agents,
                 "seed": self.seed, "network_latency_ms": self.network_latency_ms,
                 "tuf": {k: vars(v) for k, v in self.tuf.items()},
-                "chat_segmentation": self.chat_segmentation, "engine_model": self.engine_model}
+                "chat_segmentation": self.chat_segmentation, "engine_model": self.engine_model,
+                "calibration": self.calibration}
 
 
 def _num(where: str, key: str, v: Any, *, integer: bool = False, positive: bool = True) -> Any:
@@ -139,8 +158,16 @@ def parse_spec(data: Any, where: str = "spec") -> EvalSpec:
     model = str(data.get("engine_model", "llama3-8b"))
     if model not in ENGINE_MODELS:
         raise SpecError(f"{where}: 'engine_model' must be one of {', '.join(ENGINE_MODELS)}, got {model!r}")
+    cal = data.get("calibration")
+    if cal is not None:
+        from ..engines.calibration import get_calibration
+
+        try:
+            get_calibration(str(cal))
+        except ValueError as e:
+            raise SpecError(f"{where}: 'calibration': {e}") from None
     return EvalSpec(name, duration, eps, int(max_tpe), tuple(tr), int(agents), int(seed), tufs, net,
-                    seg, model)
+                    seg, model, None if cal is None else str(cal))
 
 
 def preset_names() -> list[str]:

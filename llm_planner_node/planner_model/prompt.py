@@ -12,6 +12,15 @@ The prefix depends only on the skill set (never on the task), so all goals of on
 share it byte for byte and the engine's prefix cache serves it. The model writes the plan after
 "Plan:" (a leading space, then the plan) and ends it with EOS. Prompts are ~150-250 tokens with
 the embedded tokenizer.
+
+Instruct models (a Hugging Face model whose tokenizer has a chat template) get the same content
+as chat messages (:func:`chat_messages`): a system message with the header, the skill list, the
+rules and the worked examples, and a user message with the instruction;
+:func:`build_chat_prompt_ids` renders them with the model's own template (generation prompt
+added) to token ids, which the engine uses as they are. The system message is the same for
+every goal of a skill set, so the prefix cache still serves it. The shipped model has no chat
+template and keeps its own format. The plan grammar (vLLM structured outputs) makes the
+answer a plan of the skill set whatever the model would rather write.
 """
 
 from __future__ import annotations
@@ -89,3 +98,39 @@ def build_prompt(instruction: str, robot_kind: str = "drone", skill_set: SkillSe
 def strip_plan(generated: str) -> str:
     """The plan text from what the model generated after the prompt."""
     return generated.strip()
+
+
+def has_chat_template(tokenizer: object) -> bool:
+    """Whether a Hugging Face tokenizer carries a chat template (instruct models)."""
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+def system_message(robot_kind: str = "drone", skill_set: SkillSet | None = None) -> str:
+    """The system message for an instruct model: header, skills, rules and worked examples."""
+    if skill_set is None:
+        skill_set = DEFAULT_SKILL_SETS[DEFAULT_SKILL_SET_FOR_KIND[robot_kind]]
+    kind = robot_kind if robot_kind in _HEADER else _kind_of(skill_set)
+    answer = ("Answer with the story only." if kind == "chat"
+              else "Answer with the plan only, on one line, no explanation.")
+    lines = [_HEADER[kind], skills_line(skill_set), _RULES[kind], answer, "Examples:"]
+    for instr, plan in _EXAMPLES[kind]:
+        lines.append(f"Task: {instr}")
+        lines.append(f"{PLAN_MARKER} {plan}")
+    return "\n".join(lines)
+
+
+def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillSet | None = None) -> list[dict]:
+    """System message (skill list, rules, examples) + user message (the instruction)."""
+    instruction = " ".join(instruction.strip().split())
+    return [{"role": "system", "content": system_message(robot_kind, skill_set)},
+            {"role": "user", "content": instruction}]
+
+
+def build_chat_prompt_ids(tokenizer: object, instruction: str, robot_kind: str = "drone",
+                          skill_set: SkillSet | None = None) -> list[int]:
+    """The goal's prompt as token ids, rendered with the tokenizer's chat template."""
+    ids = tokenizer.apply_chat_template(chat_messages(instruction, robot_kind, skill_set),  # type: ignore[attr-defined]
+                                        add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in some transformers versions
+        ids = ids["input_ids"]
+    return [int(t) for t in ids]

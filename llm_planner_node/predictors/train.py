@@ -1,6 +1,8 @@
 """Train Trail's probe and the LTR ranking head on the planner corpus (CPU, ~1-2 minutes).
 
     python -m llm_planner_node.predictors.train            # writes weights/ + weights/report.json
+    python -m llm_planner_node.predictors.train --evaluate # re-measures the shipped weights on the
+                                                           # held-out set, writes nothing (~1 min)
 
 Data: :func:`~..planner_model.corpus.generate_corpus` (training variations) and
 :func:`~..planner_model.corpus.held_out_variations` (test), teacher-forced through the planner
@@ -69,15 +71,45 @@ def trail_eval(net: trail_probe.ProbeMLP, f: dict[str, list]) -> dict[str, float
             "mae_per_token_raw": float(np.mean(raw)), "mae_per_token_bayes": float(np.mean(ref))}
 
 
+def ltr_eval(w: np.ndarray, b: float, mean: np.ndarray, std: np.ndarray, f: dict[str, list]) -> dict[str, float]:
+    """Kendall tau-b of the rank keys (-score) against the true lengths, exact and in buckets of
+    10 tokens, plus the bucketed oracle's (the ceiling bucketing leaves)."""
+    score = ((np.array(f["emb"]) - mean) / std) @ w + b
+    lens = np.array(f["len"])
+    return {"kendall_tau_b": ltr_ranker.kendall_tau_b(-score, lens),
+            "kendall_tau_b_bucketed": ltr_ranker.kendall_tau_b(-score, ltr_ranker.bucket(lens)),
+            "oracle_tau_b_bucketed": ltr_ranker.kendall_tau_b(lens, ltr_ranker.bucket(lens))}
+
+
+def evaluate(weights: Path, n_per_task: int, seed: int) -> dict:
+    """The shipped weights re-measured on the same held-out set training used (no training)."""
+    pm = PlannerModel()
+    net, bins, layer = trail_probe.load(weights / trail_probe.WEIGHTS.name)
+    if (bins.k, bins.max_len) != (BINS.k, BINS.max_len):
+        raise SystemExit(f"{weights}: bins {bins.k}/{bins.max_len}, trail_eval expects {BINS.k}/{BINS.max_len}")
+    train_ex = generate_corpus(n_per_task=n_per_task, seed=seed, canonical_repeats=1)
+    test_ex = held_out_variations(n_per_task=10, exclude={e.instruction for e in train_ex})
+    fte = featurize(pm, test_ex, layer)
+    z = np.load(weights / ltr_ranker.WEIGHTS.name)
+    return {"weights": str(weights), "test_prompts": len(test_ex),
+            "trail": {"layer": layer, **trail_eval(net, fte)},
+            "ltr": ltr_eval(z["w"], float(z["b"][0]), z["mean"], z["std"], fte)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n-per-task", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layer", type=int, default=DEFAULT_LAYER)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--evaluate", action="store_true",
+                    help="re-measure the weights in --out on the held-out set; train and write nothing")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
+    if args.evaluate:
+        print(json.dumps(evaluate(args.out, args.n_per_task, args.seed), indent=2))
+        return 0
     pm = PlannerModel()
     train_ex = generate_corpus(n_per_task=args.n_per_task, seed=args.seed, canonical_repeats=1)
     test_ex = held_out_variations(n_per_task=10, exclude={e.instruction for e in train_ex})
@@ -97,13 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     mean, std = emb.mean(0), emb.std(0) + 1e-6
     head = ltr_ranker.train_head((emb - mean) / std, np.array(ftr["len"]), seed=args.seed)
     ltr_ranker.save(head, mean, std, args.out / ltr_ranker.WEIGHTS.name)
-    with torch.no_grad():
-        score = head(torch.tensor((np.array(fte["emb"]) - mean) / std, dtype=torch.float32)).squeeze(-1).numpy()
-    lens = np.array(fte["len"])
     ltr = {"train_prompts": len(train_ex), "test_prompts": len(test_ex),
-           "kendall_tau_b": ltr_ranker.kendall_tau_b(-score, lens),
-           "kendall_tau_b_bucketed": ltr_ranker.kendall_tau_b(-score, ltr_ranker.bucket(lens)),
-           "oracle_tau_b_bucketed": ltr_ranker.kendall_tau_b(lens, ltr_ranker.bucket(lens))}
+           **ltr_eval(head.weight.detach().numpy()[0], float(head.bias.detach().numpy()[0]), mean, std, fte)}
     report = {"seed": args.seed, "n_per_task": args.n_per_task, "trail": trail, "ltr": ltr}
     (args.out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

@@ -9,7 +9,7 @@ from llm_planner_node.core.exec_table import TableExecutionTime
 from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.policies import get_policy
 from llm_planner_node.core.policies.base import Decision, Policy
-from llm_planner_node.core.task_model import GenState
+from llm_planner_node.core.task_model import EndKind, GenState
 from llm_planner_node.engines.sim_engine import SimEngine, SimEngineConfig
 from llm_planner_node.sim.simulation import simulate
 from llm_planner_node.sim.workload import Arrival, goal_for
@@ -204,7 +204,7 @@ def test_admissions_carry_the_policys_rank_to_the_engine():
     assert seen[0][0] == urgent and {g for g, _ in seen[1:]} == {normal_a, normal_b}
 
 
-@pytest.mark.parametrize("invalid_plan, kind", [(True, "invalid_plan"), (False, "engine")])
+@pytest.mark.parametrize("invalid_plan, kind", [(True, EndKind.INVALID_PLAN), (False, EndKind.ENGINE_FAILED)])
 def test_engine_failure_kind_reaches_the_request(invalid_plan, kind):
     """The engine says whether the model wrote an invalid plan or the engine itself failed;
     the core keeps that kind on the request (the node maps it to the result status)."""
@@ -217,5 +217,25 @@ def test_engine_failure_kind_reaches_the_request(invalid_plan, kind):
     engine.step = lambda: [FailedEvent(rid, clock.now(), "boom", invalid_plan)]
     planner.tick()
     req = planner.requests[rid]
-    assert req.state is GenState.FAILED and req.failure == kind and "boom" in req.end_reason
+    assert req.state is GenState.FAILED and req.end is kind and "boom" in req.end_reason
     assert sink.ended == [(rid, GenState.FAILED)]
+
+
+def test_restart_engine_ends_only_what_the_dead_engine_held():
+    """Engine restart is a core method: generations the dead engine held end ENGINE_FAILED,
+    a goal still queued runs on the new engine, nothing is aborted on the dead one."""
+    clock, engine, planner, sink, _ = _planner("timelyllm")
+    held = planner.submit(goal_for(1, "d0"))
+    planner.tick()
+    assert planner.requests[held].state is GenState.RUNNING
+    queued = planner.submit(goal_for(2, "d1"))
+    aborted = []
+    engine.abort = aborted.append
+    fresh = SimEngine(clock, SimEngineConfig())
+    assert planner.restart_engine(fresh, "device lost") == [held]
+    assert planner.engine is fresh and aborted == []
+    r = planner.requests[held]
+    assert r.end is EndKind.ENGINE_FAILED and r.end_reason == "inference engine failed: device lost"
+    assert planner.requests[queued].state is GenState.QUEUED and planner.requests[queued].end is None
+    planner.tick()
+    assert planner.requests[queued].state is GenState.RUNNING

@@ -13,7 +13,7 @@ def test_bench_json(tmp_path, capsys):
     args = parser.parse_args(["--rounds", "1", "--min-round-s", "0.001", "--json", str(out)])
     assert scheduler_bench.run(args) == 0
     data = json.loads(out.read_text())
-    assert [r["queued"] for r in data["results"]] == [1, 2, 4, 6, 8, 100, 1000]
+    assert [r["queued"] for r in data["results"]] == [1, 2, 4, 6, 8, 100, 1000, 5000]
     assert {r["queued"]: r["paper_ms"] for r in data["results"]}[8] == 2.03
     assert all(r["ours_ms"] > 0 for r in data["results"])
     assert "paper (ms)" in capsys.readouterr().out

@@ -21,6 +21,8 @@ from llm_planner_node.planner_model.corpus import canonical_examples  # noqa: E4
 from llm_planner_node.planner_model.prompt import build_prompt  # noqa: E402
 from llm_planner_node.segmenters import get_segmenter  # noqa: E402
 
+from engine_runs import next_gen_id, run_generation, token_ids  # noqa: E402
+
 BLOCK = 32
 
 
@@ -34,38 +36,10 @@ def engine():
     eng.close()
 
 
-_next_id = iter(range(10_000))
-
-
-def run_generation(engine, example, *, segmented: bool, timeout_s: float = 60.0):
-    """Drive one generation to its end; resume right away whenever it is suspended."""
-    gid = next(_next_id)
-    skill_set = "tello_minispec" if example.robot_kind == "drone" else "indy7_arm"
-    spec = GenerationSpec(gid, build_prompt(example.instruction, example.robot_kind), 160,
-                          example.robot_kind, skill_set, suspend_at_segments=segmented)
-    engine.add(spec)
-    events = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for ev in engine.step():
-            if ev.gen_id != gid:
-                continue
-            events.append(ev)
-            if isinstance(ev, SegmentEvent) and ev.suspended:
-                engine.resume(gid)
-            if isinstance(ev, (FinishedEvent, FailedEvent)):
-                return events
-    raise AssertionError(f"generation {gid} did not end within {timeout_s} s")
-
-
-def token_ids(events):
-    return [t for ev in events if isinstance(ev, SegmentEvent) for t in ev.token_ids]
-
-
 @pytest.mark.parametrize("example", canonical_examples(), ids=lambda e: f"task{e.task_id}")
 def test_segmented_generation_is_token_identical_to_unsegmented(engine, example):
-    whole = run_generation(engine, example, segmented=False)
-    parts = run_generation(engine, example, segmented=True)
+    whole = run_generation(engine, example.instruction, example.robot_kind, segmented=False)
+    parts = run_generation(engine, example.instruction, example.robot_kind, segmented=True)
     assert isinstance(whole[-1], FinishedEvent) and isinstance(parts[-1], FinishedEvent)
     segs_whole = [ev for ev in whole if isinstance(ev, SegmentEvent)]
     segs_parts = [ev for ev in parts if isinstance(ev, SegmentEvent)]
@@ -86,7 +60,7 @@ def test_segmented_generation_is_token_identical_to_unsegmented(engine, example)
 def test_resumed_generations_hit_the_prefix_cache(engine):
     before = len(engine.cache_hits())
     for example in canonical_examples()[:4]:
-        run_generation(engine, example, segmented=True)
+        run_generation(engine, example.instruction, example.robot_kind, segmented=True)
     hits = engine.cache_hits()[before:]
     assert len(hits) >= 4
     for cached, context in hits:
@@ -106,7 +80,7 @@ def test_plan_text_outside_the_skill_set_fails_the_generation(engine):
     factory = engine.segmenter_factory
     engine.segmenter_factory = lambda spec: get_segmenter("minispec", no_turns)
     try:
-        events = run_generation(engine, example, segmented=True)
+        events = run_generation(engine, example.instruction, example.robot_kind, segmented=True)
     finally:
         engine.segmenter_factory = factory
     assert isinstance(events[-1], FailedEvent) and events[-1].invalid_plan
@@ -119,7 +93,7 @@ def test_plan_text_outside_the_skill_set_fails_the_generation(engine):
 def test_abort_stops_a_generation_and_frees_its_kv(engine):
     example = next(e for e in canonical_examples() if e.robot_kind == "arm")
     free0 = engine.free_kv_tokens()
-    gid = next(_next_id)
+    gid = next_gen_id()
     engine.add(GenerationSpec(gid, build_prompt(example.instruction, "arm"), 160, "arm", "indy7_arm", True))
     deadline = time.monotonic() + 30
     seen = []
@@ -142,8 +116,8 @@ def test_lamps_discard_recomputes_the_context_on_resume(engine):
     """LAMPS 'discard' on vLLM: the resume prefills the whole context again (no cache hit),
     and the plan is still token-identical to the unsegmented one."""
     example = next(e for e in canonical_examples() if e.task_id == 2)
-    whole = run_generation(engine, example, segmented=False)
-    gid = next(_next_id)
+    whole = run_generation(engine, example.instruction, example.robot_kind, segmented=False)
+    gid = next_gen_id()
     engine.add(GenerationSpec(gid, build_prompt(example.instruction, "drone"), 160, "drone",
                               "tello_minispec", True))
     before = len(engine.cache_hits())
@@ -173,7 +147,7 @@ def test_tokens_events_carry_the_generated_token_ids(engine):
     """The live engine reports each kept token's id once (predictors such as Trail's probe
     read them); together they are exactly the generation's kept tokens."""
     example = next(e for e in canonical_examples() if e.task_id == 9)
-    events = run_generation(engine, example, segmented=True)
+    events = run_generation(engine, example.instruction, example.robot_kind, segmented=True)
     reported = [t for ev in events if isinstance(ev, TokensEvent) for t in ev.token_ids]
     in_segments = token_ids(events)
     assert reported[: len(in_segments)] == in_segments

@@ -58,7 +58,10 @@ def test_record_open_report_equals_direct(ros_context, tmp_path):
     pg = pub_node.create_publisher(GoalRecord, B.GOALS_TOPIC, qos)
     pr = pub_node.create_publisher(GoalResult, B.RESULTS_TOPIC, qos)
     ps = pub_node.create_publisher(RobotStatus, B.STATUS_TOPIC, qos)
-    pseg = {r: pub_node.create_publisher(SkillSegment, f"/robots/{r}/segments", qos) for r in ("drone1", "drone2")}
+    # g0's segment on the shared topic (the planner's default), g1's on drone2's own topic
+    # (security.per_robot_topics), which the recorder finds by discovery
+    pseg = {"drone1": pub_node.create_publisher(SkillSegment, B.SEGMENTS_TOPIC, qos),
+            "drone2": pub_node.create_publisher(SkillSegment, "/robots/drone2/segments", qos)}
     ex = SingleThreadedExecutor(context=ros_context)
     ex.add_node(rec.node)
     ex.add_node(pub_node)
@@ -81,7 +84,7 @@ def test_record_open_report_equals_direct(ros_context, tmp_path):
     for r in results:
         pr.publish(r)
     want = {B.GOALS_TOPIC: 3, B.RESULTS_TOPIC: 2, B.STATUS_TOPIC: 1,
-            "/robots/drone1/segments": 1, "/robots/drone2/segments": 1}
+            B.SEGMENTS_TOPIC: 1, "/robots/drone2/segments": 1}
     assert spin_until(lambda: all(rec.writer.count[t] >= n for t, n in want.items()))
     rec.close()
     pub_node.destroy_node()
@@ -93,7 +96,7 @@ def test_record_open_report_equals_direct(ros_context, tmp_path):
     assert [m.goal_id for _, m in seq] == ["g0", "g1", "g2"]
     assert [round(t, 6) for t, _ in seq] == [0.0, 1.25, 2.5]  # from the stamps
     assert [m.ert_s for _, m in seq] == [0.2, 1.0, 1.0]
-    seg_msgs = [m for t, _, m in msgs if t.endswith("/segments")]
+    seg_msgs = [m for t, _, m in msgs if t == B.SEGMENTS_TOPIC or t.endswith("/segments")]
     assert sorted(m.goal_id for m in seg_msgs) == ["g0", "g1"]
     assert seg_msgs[0].skills[0].name == "move_forward"
 

@@ -8,6 +8,7 @@ import argparse
 import time
 import json
 import math
+from collections import Counter
 
 import pytest
 import yaml
@@ -40,15 +41,15 @@ def test_live_run_recorded_bag_reports_the_same_metrics(tmp_path):
     # the bag holds goals, results, robot status and segments, readable with rosbags
     topics = {t for t, _, _ in read_bag(bag)}
     assert {"/planner/goals", "/planner/results", "/robot_status"} <= topics
-    assert any(t.startswith("/robots/") and t.endswith("/segments") for t in topics)
+    assert "/robot_segments" in topics  # every robot's segments, on the planner's shared topic
 
-    # same goal sequence as sent
+    # the goals sent, each once: one plan per robot may move a task to a free robot of the same
+    # kind or hold it until one frees (sim/agents.py), so robots and order may differ
     spec = load_spec("WID1")
     sent = compose(spec, spec.seed)[:6]
     recorded = [m for _, m in goal_sequence(bag)]
-    accepted = {(m.robot_id, m.instruction) for m in recorded}
-    assert [(m.robot_id, m.instruction) for m in recorded] == [
-        (a.goal.robot_id, live_instruction(a.goal)) for a in sent if (a.goal.robot_id, live_instruction(a.goal)) in accepted]
+    assert Counter((m.robot_kind, m.instruction) for m in recorded) == Counter(
+        (a.goal.robot_kind, live_instruction(a.goal)) for a in sent)
 
     # report(bag) == live metrics, field by field
     again = metrics_from_bag(bag, policy="timelyllm")

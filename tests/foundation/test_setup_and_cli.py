@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run_setup(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "TIMELY_VENV": str(tmp_path / "venv"), **env}
+    full_env = {**os.environ, "TIMELY_VENV": str(tmp_path / "venv"),
+                "TIMELY_SETUP_LOG": str(tmp_path / "setup.log"), **env}
     full_env.pop("ROS_DISTRO", None)
     return subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh")], env=full_env,
                           capture_output=True, text=True, timeout=300)
@@ -26,7 +27,7 @@ def test_setup_rejects_unsupported_python_with_one_sentence(tmp_path):
     proc = _run_setup(tmp_path, PYTHON=str(fake))
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr + proc.stdout
-    assert "Python 3.11 is required" in proc.stderr
+    assert "Python 3.11, 3.12 or 3.13 is required" in proc.stderr
     assert "make setup PYTHON=" in proc.stderr  # says what to do
 
 

@@ -36,31 +36,46 @@ def fleet(ros_context):
     with running_fleet(fleet_params(), time_scale=0.05, context=ros_context) as f:
         client = GoalClient(ros_context)
         with spinning(client.node, ros_context):
-            assert client.wait_for_server(10)
+            assert client.wait_for_server(30), client.wait_problem
             f.client = client
             yield f
         client.destroy()
 
 
 def record(node, msg_type, topic, qos=None):
-    from llm_planner_node.node import STATUS_QOS
+    from llm_planner_node.ros_messages import STATUS_QOS
 
     got: list[tuple[float, object]] = []
     node.create_subscription(msg_type, topic, lambda m: got.append((time.monotonic(), m)), qos or STATUS_QOS)
     return got
 
 
-def test_mixed_urgency_goals_segments_in_order_and_urgent_first(fleet):
-    from timely_fleet.msg import RobotStatus, SkillSegment
+def record_segments(node, robot_id):
+    """Segments and stops the planner sends ``robot_id``: on the shared ``/robot_segments`` topic
+    (the planner's default), picked by ``robot_id``."""
+    from timely_fleet.msg import SkillSegment
 
-    from llm_planner_node.node import SEGMENT_QOS
+    from llm_planner_node.ros_messages import SHARED_SEGMENT_QOS
+
+    got: list[tuple[float, object]] = []
+
+    def on_segment(m):
+        if m.robot_id == robot_id:
+            got.append((time.monotonic(), m))
+
+    node.create_subscription(SkillSegment, "/robot_segments", on_segment, SHARED_SEGMENT_QOS)
+    return got
+
+
+def test_mixed_urgency_goals_segments_in_order_and_urgent_first(fleet):
+    from timely_fleet.msg import RobotStatus
 
     statuses = record(fleet.client.node, RobotStatus, "/robot_status")
-    seg_d1 = record(fleet.client.node, SkillSegment, "/robots/d1/segments", SEGMENT_QOS)
+    seg_d1 = record_segments(fleet.client.node, "d1")
     time.sleep(0.5)  # let the subscriptions match
     normal = fleet.client.send("d1", "look for the cat", tuf=NORMAL, task_type="drone-normal")
     time.sleep(0.05)
-    urgent = fleet.client.send("d2", "a person is in the way, avoid injuring the person", tuf=URGENT,
+    urgent = fleet.client.send("d2", "avoid injuring the person in front of you", tuf=URGENT,
                                task_type="drone-urgent")
     rn, ru = normal.result(30), urgent.result(30)
     assert rn.status == 0 and ru.status == 0, (rn.message, ru.message)
@@ -86,11 +101,7 @@ def test_mixed_urgency_goals_segments_in_order_and_urgent_first(fleet):
 
 
 def test_cancel_mid_plan_stops_generation_and_tells_the_adapter(fleet):
-    from timely_fleet.msg import SkillSegment
-
-    from llm_planner_node.node import SEGMENT_QOS
-
-    seg_a1 = record(fleet.client.node, SkillSegment, "/robots/a1/segments", SEGMENT_QOS)
+    seg_a1 = record_segments(fleet.client.node, "a1")
     time.sleep(0.5)
     h = fleet.client.send("a1", "desk cleaning", tuf=NORMAL, task_type="arm")
     deadline = time.monotonic() + 10
@@ -116,6 +127,10 @@ def test_cancel_mid_plan_stops_generation_and_tells_the_adapter(fleet):
     (dict(ert_s=0.0), "ert_s must be > 0"),
     (dict(alpha=0.5), "alpha must be <= 0"),
     (dict(beta=0.0), "beta must be > 0"),
+    (dict(ert_s=1e308), "ert_s must be > 0 and <= 86400 seconds, got 1e+308"),
+    (dict(alpha=-1e308), "alpha must be <= 0 (utility cannot grow with lateness) and >= -1e+06, got -1e+308"),
+    (dict(beta=1e308), "beta must be > 0 and <= 1e+06, got 1e+308"),
+    (dict(robot_id="r" * 100_000), "robot_id has 100000 characters, the limit is 64"),
     (dict(instruction="   "), "instruction is empty"),
     (dict(instruction="x" * 5000), "the limit is 2000"),
     (dict(robot_kind="arm"), "is a drone, not a arm"),
@@ -168,7 +183,9 @@ def test_adapter_that_dies_mid_plan_aborts_the_goal_with_a_reason(fleet, ros_con
                                                   for _, m in statuses):
         ex.spin_once(timeout_sec=0.05)
     assert any(m.robot_id == "ext1" for _, m in statuses), "adapter never reported"
-    adapter.shutdown_robots()  # the adapter process dies: no more status, ever
+    for core in adapter.cores.values():  # the adapter process dies (kill -9): nothing more reaches the bus
+        core.publish = lambda ev: None
+    adapter.shutdown_robots()
     ex.shutdown()
     adapter.destroy_node()
     t_dead = time.monotonic()
@@ -199,10 +216,10 @@ def test_engine_failure_ends_affected_goals_and_the_node_keeps_serving(ros_conte
                        engine=DiesOnce(WallClock())) as f:
         client = GoalClient(ros_context)
         with spinning(client.node, ros_context):
-            assert client.wait_for_server(10)
+            assert client.wait_for_server(30), client.wait_problem
             first = client.send("d1", "look for the cat", tuf=NORMAL).result(20)
             assert first.status == 5 and "device lost" in first.message  # STATUS_ENGINE_FAILED
-            assert not isinstance(f.planner.planner.engine, DiesOnce)  # restarted from the factory
+            assert not isinstance(f.planner.service.planner.engine, DiesOnce)  # restarted from the factory
             second = client.send("d1", "look for the cat", tuf=NORMAL).result(20)
             assert second.status == 0, second.message
         client.destroy()
@@ -212,15 +229,13 @@ def test_segments_are_resent_to_an_adapter_that_missed_them(fleet, ros_context):
     """Segment topics are volatile: an adapter that starts after a segment was published never
     sees it, so the planner re-sends unacknowledged segments until the adapter answers."""
     from rclpy.executors import SingleThreadedExecutor
-    from timely_fleet.msg import SkillSegment
 
     from llm_planner_node.core.execution_time import ExecutionTimeModel
     from llm_planner_node.core.skills import TELLO_MINISPEC
-    from llm_planner_node.node import SEGMENT_QOS
     from robot_adapters.adapter_base import AdapterCore, AdapterNode
     from robot_adapters.sim_fleet import SampledExecutor
 
-    published = record(fleet.client.node, SkillSegment, "/robots/ext1/segments", SEGMENT_QOS)
+    published = record_segments(fleet.client.node, "ext1")
     time.sleep(0.5)
     h = fleet.client.send("ext1", "look for the cat", tuf=NORMAL)
     deadline = time.monotonic() + 10
@@ -250,7 +265,7 @@ def test_segments_are_resent_to_an_adapter_that_missed_them(fleet, ros_context):
 def test_diagnostics_report_policy_counters_and_queue(fleet):
     from timely_fleet.msg import PlannerStats
 
-    stats = record(fleet.client.node, PlannerStats, "/planner/diagnostics", 10)
+    stats = record(fleet.client.node, PlannerStats, "/planner/stats", 10)
     ok = fleet.client.send("d1", "look for the cat", tuf=NORMAL).result(30)
     bad = fleet.client.send("ghost", "look for the cat", tuf=NORMAL).result(10)
     assert ok.status == 0 and bad.status == 1
@@ -280,7 +295,7 @@ def test_many_concurrent_goals_do_not_exhaust_the_executor(ros_context):
     with running_fleet(params, time_scale=0.05, context=ros_context):
         client = GoalClient(ros_context)
         with spinning(client.node, ros_context):
-            assert client.wait_for_server(10)
+            assert client.wait_for_server(30), client.wait_problem
             handles = [client.send(f"r{i}", "look for the cat", tuf=NORMAL) for i in range(n)]
             results = [h.result(60) for h in handles]
         client.destroy()

@@ -62,3 +62,28 @@ def test_shipped_predictors_and_report(pm):
     assert trail.update(0, 5) <= d
     ltr = ltr_ranker.LTRPredictor(pm)
     assert ltr.initial(0, drone) < ltr.initial(1, arm)  # lower key = shorter
+
+
+def test_ltr_eval_hand_computed():
+    from llm_planner_node.predictors.train import ltr_eval
+
+    f = {"emb": [[1.0], [2.0], [3.0]], "len": [10, 20, 30]}
+    # score = emb: longer prompts score higher, so the keys (-score) put the longest first
+    assert ltr_eval(np.array([1.0]), 0.0, np.zeros(1), np.ones(1), f)["kendall_tau_b"] == pytest.approx(-1.0)
+    # score = -emb: keys in length order
+    r = ltr_eval(np.array([-1.0]), 5.0, np.zeros(1), np.ones(1), f)
+    assert r["kendall_tau_b"] == pytest.approx(1.0) and r["oracle_tau_b_bucketed"] == pytest.approx(1.0)
+
+
+def test_evaluate_reproduces_the_shipped_report():
+    """``train --evaluate`` re-measures the shipped weights on the held-out set: the stored
+    report.json (the numbers the README and `compare` quote) is current for these weights."""
+    from llm_planner_node.predictors.train import evaluate
+
+    report = json.loads((OUT / "report.json").read_text())
+    torch.set_num_threads(1)
+    r = evaluate(OUT, report["n_per_task"], report["seed"])
+    assert r["test_prompts"] == report["ltr"]["test_prompts"]
+    for k in ("mae_initial", "mae_constant_mean", "mae_per_token_raw", "mae_per_token_bayes"):
+        assert r["trail"][k] == pytest.approx(report["trail"][k], rel=1e-6), k
+    assert r["ltr"]["kendall_tau_b"] == pytest.approx(report["ltr"]["kendall_tau_b"], rel=1e-6)

@@ -57,7 +57,8 @@ def test_minispec_text_runs_through_interpreter_and_feeds_model():
     ex = SimulatedExecutor("d", "drone", T, lambda c: 0.01)
     core = AdapterCore("d", ex, events.append, model=model).start()
     try:
-        core.submit(SegmentIn("g", 0, text="to;_1=iv,cat;?_1==True{2{tc,45}};", skills=[("to", [])]))
+        core.submit(SegmentIn("g", 0, text="to;_1=iv,cat;?_1==True{2{tc,45}};",
+                              skills=[("to", []), ("iv", ["cat"]), ("tc", ["45"])]))  # as the planner declares
         core.submit(SegmentIn("g", 1, text="mf,_9;", skills=[("mf", ["_9"])], final=True))
         assert _wait(lambda: any(e.state in (STATE_DONE, STATE_FAILED) and e.sequence == 1 for e in events))
         done = [e for e in events if e.state == STATE_DONE]
@@ -153,3 +154,31 @@ def test_a_newer_goal_completes_a_plan_whose_last_segment_was_not_flagged_final(
         assert not any(e.goal_id == "g3" and e.state == STATE_DONE for e in events)
     finally:
         core.shutdown()
+
+
+def test_a_fleet_runs_on_one_event_loop_without_a_thread_per_robot_or_skill():
+    """Issue 18: 200 simulated robots executing at once add no thread per robot, none per skill
+    (skills are timers on the process's adapter event loop)."""
+    from robot_adapters.event_loop import default_loop
+
+    default_loop().call_soon(lambda: None)  # the loop thread exists before counting
+    time.sleep(0.05)
+    before = threading.active_count()
+    fleet = SimFleet(drones=200, time_scale=0.01, seed=2)
+    events = []
+    peak = [0]
+    for c in fleet.cores:
+        c.publish = events.append
+        c.start()
+    try:
+        for c in fleet.cores:
+            c.submit(SegmentIn("g", 0, skills=[("mf", ["100"]), ("tc", ["90"])], final=True))
+        deadline = time.monotonic() + 30
+        while sum(e.state == STATE_DONE for e in list(events)) < 200 and time.monotonic() < deadline:
+            peak[0] = max(peak[0], threading.active_count())
+            time.sleep(0.005)
+        assert sum(e.state == STATE_DONE for e in list(events)) == 200
+        assert peak[0] - before <= 2, (before, peak[0])
+    finally:
+        for c in fleet.cores:
+            c.shutdown(timeout=1)

@@ -13,14 +13,16 @@ from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC  # noqa: E402
 
 
 class Harness:
-    """Adapter node + a test node publishing segments and collecting /robot_status."""
+    """Adapter node + a test node publishing segments (on the shared ``robot_segments`` topic, as
+    the planner does by default) and collecting /robot_status."""
 
     def __init__(self, ctx):
         from rclpy.executors import MultiThreadedExecutor
         from rclpy.node import Node
         from timely_fleet.msg import RobotStatus, SkillSegment
 
-        from robot_adapters.adapter_base import AdapterNode, segment_qos, status_qos
+        from llm_planner_node.ros_messages import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS
+        from robot_adapters.adapter_base import AdapterNode, status_qos
 
         self.ctx = ctx
         self.adapter = AdapterNode("test_adapter", context=ctx)
@@ -28,8 +30,7 @@ class Harness:
         self.status = []
         self._lock = threading.Lock()
         self.node.create_subscription(RobotStatus, "/robot_status", self._on_status, status_qos())
-        self._pubs = {}
-        self._seg_type, self._qos = SkillSegment, segment_qos
+        self._pub = self.node.create_publisher(SkillSegment, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS)
         self.exec = MultiThreadedExecutor(num_threads=3, context=ctx)
         self.exec.add_node(self.adapter)
         self.exec.add_node(self.node)
@@ -47,8 +48,7 @@ class Harness:
 
     def add(self, core):
         self.adapter.add_robot(core)
-        pub = self.node.create_publisher(self._seg_type, f"/robots/{core.robot_id}/segments", self._qos())
-        self._pubs[core.robot_id] = pub
+        pub = self._pub
         deadline = time.monotonic() + 10
         while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -61,7 +61,7 @@ class Harness:
     def send(self, robot_id, goal, seq, calls=(), text="", final=False, cancel=False, skill_set=None):
         from robot_adapters.adapter_base import make_segment_msg
 
-        self._pubs[robot_id].publish(make_segment_msg(goal, robot_id, seq, calls, text, final, cancel, skill_set))
+        self._pub.publish(make_segment_msg(goal, robot_id, seq, calls, text, final, cancel, skill_set))
 
     def wait(self, pred, timeout=15.0):
         deadline = time.monotonic() + timeout
@@ -120,7 +120,10 @@ def test_out_of_order_segments_execute_in_order(harness):
     assert [c.name for c in core.executor.executed] == ["takeoff", "move_forward", "turn_cw", "land"]
     assert list(done[1].skill_names) == ["move_forward", "turn_cw"]
     assert len(done[1].skill_durations_s) == 2 and all(d >= 0.04 for d in done[1].skill_durations_s)
-    assert len(_states(msgs, "sim_1", RECEIVED)) == 3 and core.duplicates == 1
+    # the duplicate is not executed again; the adapter answers it with its latest status for that
+    # segment (RECEIVED, 2 x EXECUTING, DONE + that one repeat)
+    assert core.duplicates == 1
+    assert len([m for m in msgs if m.robot_id == "sim_1" and m.sequence == 1]) == 5
 
 
 def test_failing_skill_reports_failed_with_error_text(harness):
@@ -195,3 +198,46 @@ def test_drone_adapter_over_ros_with_djitellopy_and_simulator(harness, tello_net
         assert len(sim.commands()) == n_before  # nothing was sent to the drone
     finally:
         sim.stop()
+
+
+def test_shared_segment_topic_dispatches_by_robot_id(ros_context):
+    """Fleet scale (issue 18): one subscription to ``robot_segments`` for every robot of the node,
+    dispatched by ``robot_id``; another process's robots are not ours (counted, not executed)."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from timely_fleet.msg import RobotStatus, SkillSegment
+
+    from llm_planner_node.ros_messages import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
+    from robot_adapters.adapter_base import AdapterNode, make_segment_msg
+
+    adapter = AdapterNode("shared_adapter", context=ros_context)  # shared: the default
+    assert adapter.segment_topics == "shared"
+    cores = [adapter.add_robot(_sim_core(f"sh_{i}", dur=0.01)) for i in range(3)]
+    assert len(adapter._subs) == 1  # noqa: SLF001 - one subscription, whatever the fleet size
+    node = Node("shared_driver", context=ros_context)
+    done = []
+    node.create_subscription(RobotStatus, "/robot_status", lambda m: done.append(m.robot_id)
+                             if m.state == DONE else None, STATUS_QOS)
+    pub = node.create_publisher(SkillSegment, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS)
+    ex = SingleThreadedExecutor(context=ros_context)
+    ex.add_node(adapter)
+    ex.add_node(node)
+    T = TELLO_MINISPEC
+    try:
+        deadline = time.monotonic() + 10
+        while (pub.get_subscription_count() == 0 or adapter.status_pub.get_subscription_count() == 0) \
+                and time.monotonic() < deadline:
+            ex.spin_once(timeout_sec=0.05)
+        for rid in ("sh_0", "sh_1", "sh_2", "elsewhere_7"):
+            pub.publish(make_segment_msg("g", rid, 0, [T.validate("tc", [90])], final=True, skill_set=T))
+        deadline = time.monotonic() + 10
+        while len(set(done)) < 3 and time.monotonic() < deadline:
+            ex.spin_once(timeout_sec=0.05)
+    finally:
+        adapter.shutdown_robots()
+        ex.shutdown()
+        node.destroy_node()
+        adapter.destroy_node()
+    assert sorted(set(done)) == ["sh_0", "sh_1", "sh_2"]
+    assert all([c.name for c in core.executor.executed] == ["turn_cw"] for core in cores)
+    assert adapter.not_hosted == 1

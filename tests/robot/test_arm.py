@@ -86,3 +86,26 @@ def test_cancel_stops_motion(arm):
         ex.execute(A.validate("move_to", [-450, -300, 400]), cancel)
     assert not fake.state.moving
     assert fake.state.p[0] > -450  # stopped on the way
+
+
+def test_halt_after_a_pick_puts_the_object_back_and_the_next_pick_works(arm):
+    """A goal that ended early with an object in the gripper (the first-user 'gripper already
+    holds' failure): halt stops, puts it back where it was picked, and reports the gripper."""
+    fake, ex, scene = arm
+    cancel = threading.Event()
+    ex.execute(A.validate("pick", ["apple"]), cancel)
+    assert scene.held == "apple"
+    state = ex.halt()
+    assert state == "stopped, put 'apple' back where it was picked, gripper empty"
+    assert scene.held is None and scene.position("apple") == pytest.approx([400, 100, 50])
+    assert ex.halt() == "stopped, gripper empty"  # idempotent: nothing held, nothing moves
+    ex.execute(A.validate("pick", ["bowl"]), cancel)  # the arm's next plan starts clean
+    assert scene.held == "bowl"
+
+
+def test_halt_can_keep_the_object_when_configured(arm):
+    fake, _ex, scene = arm
+    ex = IndyArmExecutor(_ex.robot_ip, scene, time_scale=SCALE, release_on_halt=False)
+    ex.connect()
+    ex.execute(A.validate("pick", ["apple"]), threading.Event())
+    assert ex.halt() == "stopped, gripper holds 'apple'" and scene.held == "apple"

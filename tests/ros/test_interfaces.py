@@ -118,3 +118,17 @@ def test_robot_status_roundtrip_on_topic(ros_context):
     assert list(got.skill_durations_s) == pytest.approx([0.8, 0.45])
     assert got.error == "gripper did not close"
     assert RobotStatus.STATE_DONE == 3
+
+
+def test_every_end_kind_has_its_own_action_status():
+    """One map from the core's EndKind to the action result status, total and one-to-one."""
+    from timely_fleet.action import PlanTask
+
+    from llm_planner_node.client import STATUS_NAMES
+    from llm_planner_node.core.task_model import EndKind
+    from llm_planner_node.ros_messages import STATUS_OF
+
+    assert set(STATUS_OF) == set(EndKind)
+    assert len(set(STATUS_OF.values())) == len(EndKind)
+    assert PlanTask.Result.STATUS_REJECTED not in STATUS_OF.values()  # refusals are not ends of the core
+    assert {STATUS_NAMES[v] for v in STATUS_OF.values()} >= {"SUCCEEDED", "TIMEOUT", "TRUNCATED", "SHED"}

@@ -21,11 +21,19 @@ def policy_names() -> list[str]:
 
 
 def get_policy(name: str, **params: object) -> Policy:
-    """A new policy instance; ``params`` go to its constructor (e.g. ``max_batch``)."""
+    """A new policy instance; ``params`` go to its constructor (e.g. ``max_batch``).
+
+    ``admission`` (``literal`` / ``improved``) is the admission shared by segmented policies;
+    it is ignored for the baselines that keep their own (``vllm``, Trail, LTR, LAMPS, hybrid).
+    """
     try:
         cls = REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown policy '{name}' (known: {', '.join(policy_names())})") from None
+    if not cls.shared_admission:
+        params.pop("admission", None)
+    elif params.get("admission") is None:
+        params.pop("admission", None)
     return cls(**params)
 
 

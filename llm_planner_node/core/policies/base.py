@@ -9,8 +9,19 @@ and ``dispatches_early`` (each segment goes to the robot as soon as it is genera
 the whole plan is dispatched when generation ends).
 
 A new policy is one module in this package: subclass :class:`Policy`, set ``name`` and the
-flags, implement :meth:`Policy.order` (and optionally :meth:`Policy.make_admission` or
-:meth:`Policy.preempt`), decorate with :func:`register`. The package imports every module.
+flags, implement :meth:`Policy.order` (and optionally :meth:`Policy.sort_keys`,
+:meth:`Policy.make_admission` or :meth:`Policy.preempt`), decorate with :func:`register`. The
+package imports every module.
+
+Admission (:mod:`..batching`) is separate from the order: policies with ``shared_admission``
+(the segmented ones: ``vllm-stream``, ``seg-fcfs``, ``seg-edf``, ``timelyllm`` and its
+combinations) all use the admission named by ``admission=`` (``literal`` or ``improved``, the
+default); the other baselines keep their paper's rule (fixed batch up to KV memory). A given
+``max_batch`` always means a fixed batch (the batch-size sweep). A policy that defines
+:meth:`Policy.sort_keys` is ordered only as deep as the admission can admit
+(:func:`~..batching.top_rows`: a partial selection, not a sort of the whole queue), and the
+admission's overload rule (``hopeless``) is applied here: rows that can no longer gain utility
+are ranked after the others or shed.
 
 Optional hooks for length- and memory-aware policies (Trail, LTR, LAMPS, hybrid):
 :meth:`Policy.make_predictor` (the simulator-fed length predictor used when the planner is given
@@ -27,7 +38,8 @@ from typing import ClassVar, TypeVar
 
 import numpy as np
 
-from ..batching import Admission, FixedBatch, RunningView
+from ..batching import (DEFAULT_ADMISSION, Admission, FixedBatch, LatencyGuided, RunningView,
+                        best_utility, hopeless_keys, make_admission, top_rows)
 from ..predictors import LengthPredictor
 from ..queue import QueueView
 
@@ -52,10 +64,13 @@ class Pause:
 
 @dataclass(frozen=True)
 class Decision:
-    """Request ids to admit (in priority order) and running request ids to preempt."""
+    """Request ids to admit (in priority order), running request ids to preempt, and queued
+    request ids to shed (goals not started whose best possible utility is <= 0; the planner
+    ends them with ``EndKind.SHED``)."""
 
     admit: np.ndarray
     preempt: np.ndarray = field(default_factory=lambda: _NONE)
+    shed: np.ndarray = field(default_factory=lambda: _NONE)
 
 
 class Policy(ABC):
@@ -66,17 +81,45 @@ class Policy(ABC):
     dispatches_early: ClassVar[bool]
     #: simulated engine iteration rule this policy assumes (None: the engine's configured one)
     engine_iteration: ClassVar[str | None] = None
+    #: uses the admission shared by segmented policies (``admission=``), not a fixed batch
+    shared_admission: ClassVar[bool] = False
 
-    def __init__(self, max_batch: int | None = None) -> None:
-        self.admission: Admission = self.make_admission(max_batch)
+    def __init__(self, max_batch: int | None = None,
+                 admission: str | LatencyGuided | None = None) -> None:
+        self.admission: Admission = self.make_admission(max_batch, admission)
 
-    def make_admission(self, max_batch: int | None) -> Admission:
-        """Batch admission rule; baselines: fixed batch (default: as much as KV allows)."""
-        return FixedBatch(max_batch or DEFAULT_MAX_BATCH)
+    def make_admission(self, max_batch: int | None,
+                       admission: str | LatencyGuided | None = None) -> Admission:
+        """Batch admission: a fixed batch if ``max_batch`` is given; else the shared admission
+        (``admission``, default ``improved``) for ``shared_admission`` policies, and a fixed
+        batch as large as KV memory allows for the other baselines."""
+        if max_batch is not None:
+            return FixedBatch(max_batch)
+        if self.shared_admission:
+            return make_admission(admission or DEFAULT_ADMISSION)
+        return FixedBatch(DEFAULT_MAX_BATCH)
 
     @abstractmethod
     def order(self, q: QueueView, now: float, net_latency: float) -> np.ndarray:
         """Queue row indices, best first (all rows)."""
+
+    def sort_keys(self, q: QueueView, now: float, net_latency: float) -> tuple[np.ndarray, ...] | None:
+        """The order as ``np.lexsort`` keys (last primary; ``order`` must equal
+        ``np.lexsort(keys)``), or None if the policy only has :meth:`order`. With keys, a
+        decision orders only the top of the queue (:meth:`ranked`)."""
+        return None
+
+    def ranked(self, q: QueueView, now: float, net_latency: float, k: int,
+               rows: np.ndarray | None = None) -> np.ndarray:
+        """The best ``k`` rows (of ``rows``, default all) in this policy's order: equal to the
+        first ``k`` of :meth:`order` restricted to ``rows``."""
+        keys = self.sort_keys(q, now, net_latency)
+        if keys is not None:
+            return top_rows(keys, k, rows)
+        order = self.order(q, now, net_latency)
+        if rows is not None:
+            order = order[np.isin(order, rows)]
+        return order[:k]
 
     def preempt(self, q: QueueView, running: RunningView, now: float) -> np.ndarray:
         """Running request ids to suspend now (none for the paper's policies)."""
@@ -98,9 +141,35 @@ class Policy(ABC):
             return Decision(_NONE, preempt)
         if len(preempt):
             running, free_kv = running.without(preempt, free_kv)
-        rows = self.admission.select(self.order(q, now, net_latency), q, running, free_kv, now,
-                                     net_latency)
-        return Decision(q.gen_id[rows], preempt)
+        adm = self.admission
+        window = getattr(adm, "window", None)
+        k = window(running) if window is not None else len(q)
+        order, shed = self.candidates(q, now, net_latency, k, getattr(adm, "hopeless", "keep"))
+        rows = adm.select(order, q, running, free_kv, now, net_latency)
+        return Decision(q.gen_id[rows], preempt, shed)
+
+    def candidates(self, q: QueueView, now: float, net_latency: float, k: int,
+                   hopeless: str = "keep") -> tuple[np.ndarray, np.ndarray]:
+        """The best ``k`` rows under the admission's overload rule, and the request ids to shed.
+
+        ``keep``: the policy's order. ``last``: rows whose best possible utility is <= 0
+        (:func:`~..batching.best_utility`) come after all others, ordered by
+        :func:`~..batching.hopeless_keys`. ``shed``: such rows of goals not started yet
+        (first segment) are shed; the rest keep the policy's order.
+        """
+        if hopeless == "keep":
+            return self.ranked(q, now, net_latency, k), _NONE
+        hopeless_rows = best_utility(q, now, net_latency) <= 0
+        if not hopeless_rows.any():
+            return self.ranked(q, now, net_latency, k), _NONE
+        if hopeless == "shed":
+            drop = hopeless_rows & (q.k == 0)
+            return self.ranked(q, now, net_latency, k, np.flatnonzero(~drop)), q.gen_id[drop]
+        order = self.ranked(q, now, net_latency, k, np.flatnonzero(~hopeless_rows))
+        if len(order) < k:
+            order = np.concatenate([order, top_rows(hopeless_keys(q), k - len(order),
+                                                    np.flatnonzero(hopeless_rows))])
+        return order, _NONE
 
 
 REGISTRY: dict[str, type[Policy]] = {}

@@ -14,6 +14,10 @@ class SegmentedEDF(Policy):
     name = "seg-edf"
     suspends_at_segments = True
     dispatches_early = True
+    shared_admission = True
 
     def order(self, q: QueueView, now: float, net_latency: float) -> np.ndarray:
-        return np.lexsort((q.seq, q.arrival + q.ert))
+        return np.lexsort(self.sort_keys(q, now, net_latency))
+
+    def sort_keys(self, q: QueueView, now: float, net_latency: float) -> tuple[np.ndarray, ...]:
+        return (q.seq, q.arrival + q.ert)

@@ -14,6 +14,10 @@ class SegmentedFCFS(Policy):
     name = "seg-fcfs"
     suspends_at_segments = True
     dispatches_early = True
+    shared_admission = True
 
     def order(self, q: QueueView, now: float, net_latency: float) -> np.ndarray:
         return fcfs_order(q)
+
+    def sort_keys(self, q: QueueView, now: float, net_latency: float) -> tuple[np.ndarray, ...]:
+        return (q.seq,)

@@ -16,3 +16,6 @@ class VLLM(Policy):
 
     def order(self, q: QueueView, now: float, net_latency: float) -> np.ndarray:
         return fcfs_order(q)
+
+    def sort_keys(self, q: QueueView, now: float, net_latency: float) -> tuple[np.ndarray, ...]:
+        return (q.seq,)

@@ -1,0 +1,599 @@
+"""The planner service: everything the planning node does, without ROS.
+
+It owns the scheduling core (:class:`~.core.planner.Planner`) and its engine, the scheduler
+thread, the goal registry (action goal id <-> request id), the busy robots, early cancels and
+the segment delivery protocol (:mod:`.delivery`). The ROS node (:mod:`.node`) is a thin shell:
+it converts messages and calls this service; the service talks back through
+:class:`PlannerPorts` (publish a segment, a stop, feedback, a goal record; log).
+
+Threads: the core is single-threaded. ``submit``, ``cancel``, ``on_status``, ``end_all`` and
+``update_params`` may be called from any thread: they put commands on a queue that the
+scheduler thread drains between engine steps. A goal's end is reported once, through the
+``on_end`` callback given at submit, with the terminal :class:`~.core.task_model.Request`
+(never mutated afterwards) or a rejection reason.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from .core.clock import Clock, WallClock
+from .core.engine_api import Engine
+from .core.execution_time import ExecutionTimeModel
+from .core.planner import Planner, PlannerConfig
+from .core.batching import make_admission
+from .core.policies import get_policy
+from .core.skills import DEFAULT_SKILL_SETS
+from .core.task_model import EndKind, GenState, Goal, Request, Segment
+from .core.tuf import TUFParams
+from .delivery import SegmentDelivery
+from .engines.factory import predictor_for, prompt_builder_for
+from .params import FleetParams
+
+# RobotStatus.STATE_* (the adapters' states)
+IDLE, RECEIVED, EXECUTING, DONE, FAILED, CANCELLED = range(6)
+
+#: Longest plausible skill execution (s): a reported duration outside [0, this] is refused.
+MAX_SKILL_S = 3600.0
+#: Bounds on untrusted identifiers (robot id, goal id, skill-set id, skill names).
+MAX_ID_CHARS = 64
+#: Robot ids quoted in an "unknown robot" rejection (a fleet of 1,000 would make it 10 KB).
+KNOWN_ROBOTS_LISTED = 20
+MAX_ERROR_CHARS = 1000
+#: Bounds on a goal's TUF: sane for any robot task, and far from float overflow in the priority
+#: arithmetic (Eq. 4 divides by the slack and multiplies by alpha).
+MAX_ERT_S = 86_400.0
+MAX_TUF_MAGNITUDE = 1e6
+#: Statuses waiting for the scheduler thread; beyond this, new ones are dropped and counted.
+STATUS_QUEUE_MAX = 20_000
+#: Refused statuses per second above which the status path counts as flooded: while it is (and
+#: FLOOD_GRACE_S after), robots' silence clocks stand still, since real reports may be stuck
+#: behind the flood in the reader. A flood can delay noticing a dead robot, never end a live one.
+FLOOD_DROPS_PER_S = 300.0
+FLOOD_GRACE_S = 3.0
+#: Goal commands run between two drains of the status queue and two engine steps (a burst of
+#: submits must not hold the engine: with 64, the engine stepped ~20 times/s during intake).
+COMMAND_SLICE = 8
+#: Goals accepted but not yet ended; beyond this, new goals are refused at once.
+PENDING_GOALS_MAX = 2_000
+
+
+def safe_text(text: str, limit: int = 80) -> str:
+    """An untrusted string for a log line or message: bounded, control characters escaped."""
+    t = text if len(text) <= limit else text[:limit] + f"...(+{len(text) - limit} chars)"
+    return t if t.isprintable() else t.encode("unicode_escape").decode("ascii")
+
+
+@dataclass(frozen=True)
+class GoalIn:
+    """A PlanTask goal as the service sees it (the node converts the message)."""
+
+    robot_id: str
+    instruction: str
+    robot_kind: str = ""
+    task_type: str = ""
+    ert_s: float = 1.0
+    alpha: float = -2.0
+    beta: float = 1.0
+    skill_set: str = ""
+    max_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class StatusIn:
+    """A ``/robot_status`` report as the service sees it."""
+
+    robot_id: str
+    goal_id: str
+    sequence: int
+    state: int
+    skill_durations_s: tuple[float, ...] = ()
+    error: str = ""
+    received: float = field(default_factory=time.monotonic)  # when the node took it off the wire
+
+
+class PlannerPorts(Protocol):
+    """How the service reaches ROS (implemented by the node)."""
+
+    def segment(self, goal_id: str, req: Request, index: int, final: bool) -> Any:
+        """Publish segment ``index`` to the robot and as feedback; return the message (re-sends)."""
+
+    def stop(self, goal_id: str, robot_id: str, sequence: int) -> Any:
+        """Publish a stop for the goal to its robot; return the message (re-sends)."""
+
+    def publish(self, robot_id: str, msg: Any) -> None:
+        """Re-send a message returned by ``segment`` or ``stop``."""
+
+    def goal_started(self, goal_id: str, req: Request) -> None:
+        """A goal reached the core (GoalRecord for recording and replay)."""
+
+    def log(self, level: str, text: str) -> None:
+        """``level``: debug, info, warning, error."""
+
+
+@dataclass
+class _Goal:
+    goal_id: str
+    request_id: int
+    on_end: Callable[[Request | str], None]
+
+
+@dataclass
+class EngineHealth:
+    """What diagnostics say about the engine."""
+
+    state: str = "up"                 # up | restarting | down
+    failures: int = 0
+    last_error: str = ""
+    failures_reported: int = 0        # failures already shown by diagnostics
+
+
+@dataclass
+class Snapshot:
+    """Counters and gauges for diagnostics (refreshed by the scheduler thread once a second)."""
+
+    queued: int = 0
+    running: int = 0
+    suspended: int = 0
+    active_goals: int = 0
+    tokens_per_s: float = 0.0
+    kv_free_fraction: float = 1.0
+    silent_robots: tuple[str, ...] = ()
+    status_delay_p99_s: float = 0.0
+    counters: dict[str, int] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)  # the engine's own diagnostics, if it has any
+
+
+class PlannerService:
+    """Goal intake, scheduling and robot link of one planner (see the module docstring)."""
+
+    def __init__(self, params: FleetParams, ports: PlannerPorts, *, engine: Engine | None = None,
+                 engine_factory: Callable[[], Engine] | None = None,
+                 prompt_builder: Callable[[str, str, str], object] | None = None,
+                 clock: Clock | None = None, ack_timeout_s: float = 1.0, max_resends: int = 3) -> None:
+        self.params = params
+        self.ports = ports
+        self.clock = clock or WallClock()
+        self._engine_factory = engine_factory
+        self._owns_engine = engine is None  # a lent engine (tests, embedding) is not closed here
+        engine = engine or (engine_factory() if engine_factory else None)
+        if engine is None:
+            raise ValueError("PlannerService needs an engine or an engine_factory")
+        pp = params.planner
+        self._prompt_builder = prompt_builder or prompt_builder_for(pp.engine)
+        policy = get_policy(pp.policy, max_batch=pp.max_batch if pp.batching_mode == "fixed" else None,
+                            admission=make_admission(pp.admission, **({"hopeless": pp.hopeless}
+                                                                       if pp.hopeless != "keep" else {})))
+        self.exec_model = ExecutionTimeModel()
+        self.planner = Planner(engine, policy, self.clock, self.exec_model, sink=self,
+                               config=PlannerConfig(network_latency_s=pp.network_latency_s),
+                               predictor=predictor_for(policy, pp.engine))
+        self.delivery = SegmentDelivery(ack_timeout_s, max_resends, pp.robot_timeout_s)
+        self.health = EngineHealth()
+        self.counters: Counter[str] = Counter()
+        self.snapshot = Snapshot()
+        self.accepting = False
+        self._cmds: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._wake = threading.Event()  # set when a command or a status arrives (idle wait)
+        # robot statuses: their own bounded queue, drained before any goal command
+        self._statuses: queue.Queue[StatusIn] = queue.Queue(maxsize=STATUS_QUEUE_MAX)
+        self._pending_goals = 0  # submitted, not yet ended (back-pressure bound)
+        self._pending_lock = threading.Lock()
+        self.status_drops: Counter[str] = Counter()  # statuses refused before touching state, by reason
+        self.status_delays: deque[float] = deque(maxlen=1000)  # receive -> applied (s)
+        self._drops_seen = (0.0, 0)       # (time, total drops) at the last check
+        self._flooded_until = 0.0
+        self.flood_seconds = 0.0
+        self._goals: dict[int, _Goal] = {}            # request id -> goal
+        self._by_goal_id: dict[str, int] = {}
+        self._early_cancels: set[str] = set()
+        self._busy: dict[str, str] = {}               # robot id -> goal id
+        self._busy_lock = threading.Lock()
+        self._rate_mark = (self.clock.now(), 0)
+        self._forgotten_tokens = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _post(self, command: Callable[[], None]) -> None:
+        """Run ``command`` on the scheduler thread (its next slice of goal commands)."""
+        self._cmds.put(command)
+        self._wake.set()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._scheduler_loop, name="planner-core", daemon=True)
+            self._thread.start()
+
+    def end_all(self, reason: str, wait_s: float = 2.0) -> None:
+        """End every goal in flight (CANCELLED with ``reason``) and wait until each reported."""
+        def end() -> None:
+            for rid in list(self._goals):
+                self.planner.cancel(rid, reason)
+        self._post(end)
+        deadline = time.monotonic() + wait_s
+        while self._goals and time.monotonic() < deadline and self._thread is not None:
+            time.sleep(0.02)
+
+    def close(self, reason: str = "planner node shutting down") -> None:
+        """End every goal, stop the scheduler thread, free the engine."""
+        if self._stop.is_set():
+            return
+        self.accepting = False
+        self.end_all(reason)
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        close = getattr(self.planner.engine, "close", None)
+        if close and self._owns_engine:
+            close()
+
+    def update_params(self, params: FleetParams) -> None:
+        """Settings that may change while running (limits, timeouts, TUF presets)."""
+        def apply() -> None:
+            self.params = params
+            self.delivery.silence_timeout_s = params.planner.robot_timeout_s
+            self.planner.config = PlannerConfig(network_latency_s=params.planner.network_latency_s)
+        self._post(apply)
+
+    # -- goals (any thread) ----------------------------------------------------------------------
+    def validate(self, g: GoalIn) -> str | None:
+        """Why a goal cannot be served, or None if it is fine."""
+        pp = self.params.planner
+        robot = self.params.robot(g.robot_id)
+        if robot is None:
+            ids = [r.id for r in self.params.robots]
+            known = ", ".join(ids[:KNOWN_ROBOTS_LISTED]) + (f", ... ({len(ids)} in all)"
+                                                            if len(ids) > KNOWN_ROBOTS_LISTED else "")
+            return f"unknown robot '{safe_text(g.robot_id)}' (configured robots: {known})"
+        if g.robot_kind and g.robot_kind != robot.kind:
+            return f"robot '{g.robot_id}' is a {robot.kind}, not a {safe_text(g.robot_kind)}"
+        if g.skill_set and g.skill_set not in DEFAULT_SKILL_SETS:
+            return f"unknown skill set '{safe_text(g.skill_set)}' (registered: {', '.join(DEFAULT_SKILL_SETS)})"
+        if g.skill_set and g.skill_set != robot.skill_set:
+            return f"robot '{g.robot_id}' runs skill set '{robot.skill_set}', not '{g.skill_set}'"
+        if not (math.isfinite(g.ert_s) and 0 < g.ert_s <= MAX_ERT_S):
+            return f"ert_s must be > 0 and <= {MAX_ERT_S:g} seconds, got {g.ert_s:g}"
+        if not (math.isfinite(g.alpha) and -MAX_TUF_MAGNITUDE <= g.alpha <= 0):
+            return (f"alpha must be <= 0 (utility cannot grow with lateness) and >= {-MAX_TUF_MAGNITUDE:g}, "
+                    f"got {g.alpha:g}")
+        if not (math.isfinite(g.beta) and 0 < g.beta <= MAX_TUF_MAGNITUDE):
+            return f"beta must be > 0 and <= {MAX_TUF_MAGNITUDE:g}, got {g.beta:g}"
+        text = g.instruction.strip()
+        if not text:
+            return "instruction is empty"
+        if len(text) > pp.max_instruction_chars:
+            return f"instruction has {len(text)} characters, the limit is {pp.max_instruction_chars}"
+        if g.max_tokens > 4 * pp.max_tokens:
+            return f"max_tokens {g.max_tokens} exceeds the node's limit {4 * pp.max_tokens}"
+        return None
+
+    def submit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> str | None:
+        """Take a goal; the rejection reason at once, or None and later ``on_end(request)``
+        (or ``on_end(reason)`` if the core refuses it)."""
+        reason = self._admit(goal_id, g, on_end)
+        if reason is not None:
+            self.counters["rejected"] += 1
+        return reason
+
+    def precheck(self, g: GoalIn) -> str | None:
+        """The goal's field checks (lengths, then :meth:`validate`): why it is refused whatever
+        the planner's state, or None. Reads only the fields, so a PlanTask.Goal will do."""
+        if len(g.robot_id) > MAX_ID_CHARS:
+            return f"robot_id has {len(g.robot_id)} characters, the limit is {MAX_ID_CHARS}"
+        if len(g.skill_set) > MAX_ID_CHARS or len(g.robot_kind) > MAX_ID_CHARS or len(g.task_type) > MAX_ID_CHARS:
+            return f"robot_kind, task_type and skill_set are limited to {MAX_ID_CHARS} characters"
+        return self.validate(g)
+
+    def _admit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> str | None:
+        reason = self.precheck(g)
+        if reason is not None:
+            return reason
+        if not self.accepting:
+            return "the planner is not active (lifecycle state is not 'active'): it accepts no goals now"
+        robot = self.params.robot(g.robot_id)
+        assert robot is not None
+        try:
+            prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set)
+        except ValueError as e:
+            return str(e)
+        pp = self.params.planner
+        goal = Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
+                    prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
+                    max_tokens=int(g.max_tokens or pp.max_tokens), skill_set_id=robot.skill_set,
+                    instruction=g.instruction.strip())
+        with self._pending_lock:
+            if self._pending_goals >= PENDING_GOALS_MAX:
+                return (f"planner overloaded: {self._pending_goals} goals in flight (limit {PENDING_GOALS_MAX}); "
+                        "try again later")
+            busy = self._claim(g.robot_id, goal_id)
+            if busy is not None:
+                return busy
+            self._pending_goals += 1
+
+        def ended(outcome: Request | str) -> None:
+            with self._pending_lock:
+                self._pending_goals -= 1
+            on_end(outcome)
+
+        def submit() -> None:
+            try:
+                rid = self.planner.submit(goal)
+            except ValueError as e:
+                self._release(g.robot_id, goal_id)
+                self.counters["rejected"] += 1
+                ended(str(e))
+                return
+            self._goals[rid] = _Goal(goal_id, rid, ended)
+            self._by_goal_id[goal_id] = rid
+            self.delivery.open(goal_id, g.robot_id, self.clock.now())
+            self.ports.goal_started(goal_id, self.planner.requests[rid])
+            if goal_id in self._early_cancels:  # cancel arrived before the goal reached the core
+                self._early_cancels.discard(goal_id)
+                self.planner.cancel(rid)
+
+        self._post(submit)
+        return None
+
+    def cancel(self, goal_id: str) -> None:
+        def cancel() -> None:
+            rid = self._by_goal_id.get(goal_id)
+            if rid is None:
+                self._early_cancels.add(goal_id)
+            else:
+                self.planner.cancel(rid)
+        self._post(cancel)
+
+    def _claim(self, robot_id: str, goal_id: str) -> str | None:
+        """Atomically mark ``robot_id`` busy with ``goal_id``; the busy reason if it already was."""
+        with self._busy_lock:
+            busy = self._busy.get(robot_id)
+            if busy is not None:
+                return f"robot '{robot_id}' is still executing goal {busy}; send one plan at a time per robot"
+            self._busy[robot_id] = goal_id
+            return None
+
+    def _release(self, robot_id: str, goal_id: str) -> None:
+        with self._busy_lock:
+            if self._busy.get(robot_id) == goal_id:
+                del self._busy[robot_id]
+
+    # -- robot status (any thread) ---------------------------------------------------------------
+    def check_status(self, st: StatusIn) -> str | None:
+        """Why a status is refused before it touches any state (None: well formed). Cheap: runs
+        on the receiving thread for every status, garbage floods included."""
+        if not (0 < len(st.robot_id) <= MAX_ID_CHARS) or self.params.robot(st.robot_id) is None:
+            return "unknown robot"
+        if len(st.goal_id) != 32:
+            return "malformed goal id"
+        if not 0 <= st.state <= CANCELLED or not 0 <= st.sequence < 100_000:
+            return "malformed state or sequence"
+        if len(st.skill_durations_s) > 1000 or len(st.error) > MAX_ERROR_CHARS:
+            return "oversize report"
+        if not all(math.isfinite(d) and 0.0 <= d <= MAX_SKILL_S for d in st.skill_durations_s):
+            return "duration not finite or outside [0, 3600] s"
+        return None
+
+    def expects_status(self, goal_id: str) -> bool:
+        """Could a status about ``goal_id`` matter (a goal in flight, or one whose stop awaits
+        confirmation)? Asked by the status thread before it even deserialises a status, so a
+        flood of garbage costs a dictionary lookup per message."""
+        return goal_id in self._by_goal_id or self.delivery.owes_stop(goal_id)
+
+    def on_status(self, st: StatusIn) -> bool:
+        """Queue a well-formed status for the scheduler thread (which applies statuses before any
+        goal command); False if it was refused or the status queue is full (counted)."""
+        reason = self.check_status(st)
+        if reason is None:
+            try:
+                self._statuses.put_nowait(st)
+                self._wake.set()
+                return True
+            except queue.Full:
+                reason = "status queue full"
+        self.status_drops[reason] += 1
+        return False
+
+    def _drain_statuses(self) -> None:
+        while True:
+            try:
+                st = self._statuses.get_nowait()
+            except queue.Empty:
+                return
+            self._handle_status(st)
+
+    def _handle_status(self, st: StatusIn) -> None:
+        if st.state == IDLE:
+            if self.delivery.stop_confirmed(st.goal_id, st.robot_id):
+                self.ports.log("info", f"robot {safe_text(st.robot_id)} {safe_text(st.error, 200)} "
+                                       f"(goal {st.goal_id[:8]})")
+            return
+        rid = self._by_goal_id.get(st.goal_id)
+        req = self.planner.requests.get(rid) if rid is not None else None
+        k = st.sequence
+        # a report that does not match the goal (another robot, a segment never dispatched)
+        # changes nothing: no last_heard, no acknowledgement, no recorded failure
+        if req is None or req.goal.robot_id != st.robot_id or not 0 <= k < len(req.dispatched_at):
+            self.status_drops["does not match a goal in flight"] += 1
+            return
+        now = self.clock.now()
+        self.delivery.heard(st.goal_id, k, now, finished=st.state in (DONE, FAILED))
+        if st.state in (EXECUTING, DONE, FAILED):  # an earlier segment's report was lost: ask now
+            probe = self.delivery.probe_gap(st.goal_id, k, now)
+            if probe is not None:
+                self.ports.publish(*probe)
+        self.status_delays.append(time.monotonic() - st.received)
+        if st.state == EXECUTING:
+            if k < len(req.exec_start) and req.exec_start[k] is None:
+                self.planner.on_robot_status(st.robot_id, rid, k, "started")
+        elif st.state == DONE:
+            self.planner.on_robot_status(st.robot_id, rid, k, "finished", durations=list(st.skill_durations_s))
+        elif st.state == FAILED:
+            self.planner.on_robot_status(st.robot_id, rid, k, "failed", reason=(
+                f"robot {st.robot_id} failed segment {k}: {safe_text(st.error, 300) or 'no reason given'}"))
+        elif st.state == CANCELLED:  # the robot stopped the plan without this planner asking
+            self.planner.cancel(rid, f"robot {st.robot_id} cancelled segment {k}: "
+                                     f"{safe_text(st.error, 300) or 'no reason given'}")
+
+    # -- PlannerSink (scheduler thread) ----------------------------------------------------------
+    def dispatch(self, request: Request, segment: Segment) -> None:
+        g = self._goals[request.id]
+        final = segment.final or (request.state is GenState.GENERATED
+                                  and segment.index == len(request.segments) - 1)
+        msg = self.ports.segment(g.goal_id, request, segment.index, final)
+        self.delivery.sent(g.goal_id, segment.index, msg, self.clock.now())
+
+    def done(self, request: Request) -> None:
+        g = self._goals.pop(request.id, None)
+        if g is None:
+            return
+        self._by_goal_id.pop(g.goal_id, None)
+        self._release(request.goal.robot_id, g.goal_id)
+        self.counters[request.end.value if request.end else "ended"] += 1
+        if request.end is not EndKind.SUCCEEDED and request.segments:
+            # ended early after segments reached the robot: stop it (re-sent until confirmed)
+            msg = self.ports.stop(g.goal_id, request.goal.robot_id, len(request.segments))
+            self.delivery.stop(g.goal_id, request.goal.robot_id, msg, self.clock.now())
+        else:
+            self.delivery.close(g.goal_id)
+        g.on_end(request)
+        self._post(lambda: self._forget(request))
+
+    def _forget(self, req: Request) -> None:
+        self._forgotten_tokens += req.generated_tokens
+        self.planner.forget(req.id)
+
+    # -- scheduler thread ------------------------------------------------------------------------
+    def _scheduler_loop(self) -> None:
+        next_check = next_stats = 0.0
+        while not self._stop.is_set():
+            if self._cmds.empty() and self._statuses.empty() and not self._goals:
+                # nothing in flight: sleep until a goal or status comes (at most until the next
+                # robot check), instead of stepping an idle engine every few milliseconds
+                self._wake.wait(max(0.0, min(next_check, next_stats) - self.clock.now()))
+                self._wake.clear()
+            self._drain_statuses()  # robot statuses first: never starved by goal commands
+            try:
+                for _ in range(COMMAND_SLICE):  # a bounded slice of goal commands, then statuses again
+                    self._cmds.get_nowait()()
+                    self._drain_statuses()
+            except queue.Empty:
+                pass
+            try:
+                self.planner.tick()
+            except Exception as e:  # noqa: BLE001 - an engine that died: fail its goals, restart it
+                try:
+                    self._engine_failed(e)
+                except Exception as e2:  # noqa: BLE001 - the scheduler thread must survive
+                    self.health.state = "down"
+                    self.ports.log("error", f"engine restart failed: {safe_text(repr(e2), 300)}")
+            now = self.clock.now()
+            if now >= next_check:
+                self._check_robots(now)
+                next_check = now + 0.1
+            if now >= next_stats:
+                self._refresh_snapshot(now)
+                next_stats = now + 1.0
+
+    def _engine_failed(self, error: Exception) -> None:
+        self.health.failures += 1
+        self.health.last_error = safe_text(repr(error), 300)
+        self.counters["engine_failures"] += 1
+        self.ports.log("error", f"inference engine failed: {self.health.last_error}")
+        if self._engine_factory is None:
+            self.health.state = "down"
+            for req in list(self.planner.requests.values()):
+                if req.state in (GenState.RUNNING, GenState.SUSPENDED):
+                    self.planner.cancel(req.id, f"inference engine failed: {error}", EndKind.ENGINE_FAILED)
+            return
+        self.health.state = "restarting"
+        close = getattr(self.planner.engine, "close", None)
+        if close and self._owns_engine:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - the engine is dead already
+                pass
+        try:
+            engine = self._engine_factory()
+        except Exception as e:  # noqa: BLE001
+            self.health.state = "down"
+            self.ports.log("error", f"inference engine could not be restarted: {safe_text(repr(e), 300)}")
+            return
+        self.planner.restart_engine(engine, str(error))
+        self._owns_engine = True
+        self.health.state = "up"
+        self.ports.log("info", "inference engine restarted")
+
+    def _flood_check(self, now: float) -> None:
+        """Pause the silence clocks while the status path is flooded (see FLOOD_DROPS_PER_S)."""
+        t0, n0 = self._drops_seen
+        total = sum(self.status_drops.values())
+        self._drops_seen = (now, total)
+        dt = now - t0
+        if dt <= 0 or t0 == 0.0:
+            return
+        if (total - n0) / dt > FLOOD_DROPS_PER_S:
+            if now >= self._flooded_until:
+                self.ports.log("warning", f"status flood: {(total - n0) / dt:.0f} refused statuses/s; robot "
+                                          "timeouts paused until it stops")
+            self._flooded_until = now + FLOOD_GRACE_S
+        if now < self._flooded_until:
+            self.delivery.pause(dt)
+            self.flood_seconds += dt
+
+    def _check_robots(self, now: float) -> None:
+        """Re-send unacknowledged segments and owed stops; time out adapters that went silent."""
+        self._flood_check(now)
+        owes = {}
+        for rid, g in self._goals.items():
+            req = self.planner.requests[rid]
+            owes[g.goal_id] = not req.state.terminal and any(e is None for e in req.exec_end)
+        resend, given_up = self.delivery.due(now, owes)
+        for robot_id, msg in resend:
+            self.ports.publish(robot_id, msg)
+        for goal_id, robot_id, n in given_up:
+            self.ports.log("error", f"robot {safe_text(robot_id)} did not confirm the stop of goal "
+                                    f"{goal_id[:8]} after {n} sends")
+        for goal_id, silent_s in self.delivery.silent(now, owes):
+            rid = self._by_goal_id[goal_id]
+            robot = self.planner.requests[rid].goal.robot_id
+            self.planner.cancel(rid, f"robot {robot} sent no status for {silent_s:.1f} s "
+                                     f"(robot_timeout_s={self.delivery.silence_timeout_s})", EndKind.ROBOT_TIMEOUT)
+
+    def _refresh_snapshot(self, now: float) -> None:
+        reqs = list(self.planner.requests.values())
+        states = Counter(r.state for r in reqs)
+        total = self._forgotten_tokens + sum(r.generated_tokens for r in reqs)
+        t0, n0 = self._rate_mark
+        self._rate_mark = (now, total)
+        engine = self.planner.engine
+        try:
+            free = engine.free_kv_tokens() / max(1, engine.kv_capacity_tokens())
+        except Exception:  # noqa: BLE001 - a dead engine reports nothing
+            free = 0.0
+        try:  # e.g. the remote engine: servers up, failovers, per-server load
+            engine_info = dict(engine.diagnostics()) if hasattr(engine, "diagnostics") else {}
+        except Exception:  # noqa: BLE001
+            engine_info = {}
+        silent = tuple(sorted({self.planner.requests[rid].goal.robot_id for rid, g in self._goals.items()
+                               if self.delivery.silent_for(g.goal_id, now) > 0.5 * self.delivery.silence_timeout_s}))
+        self.snapshot = Snapshot(
+            queued=states[GenState.QUEUED], running=states[GenState.RUNNING],
+            suspended=states[GenState.SUSPENDED], active_goals=sum(1 for r in reqs if not r.state.terminal),
+            tokens_per_s=(total - n0) / max(now - t0, 1e-6), kv_free_fraction=free, silent_robots=silent,
+            status_delay_p99_s=float(np.quantile(np.fromiter(self.status_delays, float), 0.99))
+            if self.status_delays else 0.0,
+            counters=dict(self.counters) | {"resends": self.delivery.resends, "probes": self.delivery.probes,
+                                            "status_flood_s": int(self.flood_seconds),
+                                            "robot_stops": self.delivery.stops_sent,
+                                            "robot_stops_unconfirmed": self.delivery.stops_unconfirmed}
+            | {f"status_dropped: {k}": v for k, v in self.status_drops.items()}, engine=engine_info)

@@ -1,0 +1,226 @@
+"""The planner service without ROS (llm_planner_node/planner_service.py): the status path,
+back-pressure and how goals end, driven through its public methods with recording ports."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from llm_planner_node import planner_service as ps
+from llm_planner_node.core.clock import WallClock
+from llm_planner_node.core.task_model import EndKind
+from llm_planner_node.engines.factory import RealtimeSimEngine
+from llm_planner_node.params import parse_params
+from llm_planner_node.planner_service import (CANCELLED, DONE, EXECUTING, FAILED, GoalIn, PlannerService,
+                                              StatusIn)
+
+
+class Ports:
+    def __init__(self):
+        self.segments, self.stops, self.logs = [], [], []
+
+    def segment(self, goal_id, req, index, final):
+        self.segments.append((goal_id, index, req.segments[index].calls))
+        return ("seg", goal_id, index)
+
+    def stop(self, goal_id, robot_id, sequence):
+        self.stops.append((goal_id, robot_id, sequence))
+        return ("stop", goal_id)
+
+    def publish(self, robot_id, msg):
+        pass
+
+    def goal_started(self, goal_id, req):
+        pass
+
+    def log(self, level, text):
+        self.logs.append((level, text))
+
+
+def service(**planner):
+    params = parse_params({"planner": {"engine": {"kind": "sim"}, "robot_timeout_s": 30.0, **planner},
+                           "robots": [{"id": "d1", "kind": "drone", "adapter": "sim"},
+                                      {"id": "d2", "kind": "drone", "adapter": "sim"}]})
+    ports = Ports()
+    svc = PlannerService(params, ports, engine=RealtimeSimEngine(WallClock()))
+    svc.accepting = True
+    svc.start()
+    return svc, ports
+
+
+def wait(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return pred()
+
+
+GID = "a" * 32
+
+
+def submit(svc, goal_id=GID, robot="d1", instruction="look for the cat", max_tokens=0):
+    ended = []
+    reason = svc.submit(goal_id, GoalIn(robot, instruction, max_tokens=max_tokens), ended.append)
+    return reason, ended
+
+
+@pytest.mark.parametrize("status, reason", [
+    (StatusIn("ghost", GID, 0, DONE), "unknown robot"),
+    (StatusIn("d1", "not-a-goal-id", 0, DONE), "malformed goal id"),
+    (StatusIn("d1", GID, 0, 9), "malformed state or sequence"),
+    (StatusIn("d1", GID, 0, DONE, (float("nan"),)), "duration not finite or outside [0, 3600] s"),
+    (StatusIn("d1", GID, 0, DONE, (-1e308,)), "duration not finite or outside [0, 3600] s"),
+    (StatusIn("d1", GID, 0, FAILED, (), "x" * 5000), "oversize report"),
+    (StatusIn("x" * 100_000, GID, 0, DONE), "unknown robot"),
+])
+def test_malformed_statuses_are_refused_before_touching_state(status, reason):
+    svc, _ = service()
+    try:
+        assert svc.check_status(status) == reason
+        assert svc.on_status(status) is False
+        assert svc.status_drops[reason] == 1
+    finally:
+        svc.close()
+
+
+def test_a_status_that_does_not_match_the_goal_changes_nothing():
+    """A FAILED from another robot, or for a segment never dispatched, neither ends the goal nor
+    counts as hearing from its robot."""
+    svc, ports = service()
+    try:
+        reason, ended = submit(svc)
+        assert reason is None
+        assert wait(lambda: ports.segments)
+        heard_before = svc.delivery.silent_for(GID, 1e9)
+        svc.on_status(StatusIn("d2", GID, 0, FAILED, (), "FORGED"))
+        svc.on_status(StatusIn("d1", GID, 50, FAILED, (), "FORGED"))
+        time.sleep(0.3)
+        assert not ended
+        assert svc.status_drops["does not match a goal in flight"] == 2
+        assert svc.delivery.silent_for(GID, 1e9) == heard_before
+        svc.on_status(StatusIn("d1", GID, 0, FAILED, (), "gripper jammed"))  # the real robot
+        assert wait(lambda: ended)
+        assert ended[0].end is EndKind.ROBOT_FAILED and "gripper jammed" in ended[0].end_reason
+        assert ports.stops == [(GID, "d1", len(ended[0].segments))]  # the robot is stopped
+    finally:
+        svc.close()
+
+
+def test_a_robot_that_cancels_by_itself_ends_the_goal_cancelled_with_its_reason():
+    svc, ports = service()
+    try:
+        _, ended = submit(svc)
+        assert wait(lambda: ports.segments)
+        svc.on_status(StatusIn("d1", GID, 0, EXECUTING))
+        svc.on_status(StatusIn("d1", GID, 0, CANCELLED, (), "operator pressed stop"))
+        assert wait(lambda: ended)
+        assert ended[0].end is EndKind.CANCELLED
+        assert ended[0].end_reason == "robot d1 cancelled segment 0: operator pressed stop"
+    finally:
+        svc.close()
+
+
+def test_a_plan_cut_by_max_tokens_ends_truncated_after_its_segments_executed():
+    svc, ports = service()
+    try:
+        _, ended = submit(svc, max_tokens=12)  # the cat search is longer: cut after its first segment(s)
+        assert wait(lambda: ports.segments and svc.planner.requests and
+                    all(r.truncated for r in svc.planner.requests.values()), 10)
+        for gid, k, calls in list(ports.segments):
+            svc.on_status(StatusIn("d1", gid, k, DONE, tuple(0.1 for _ in calls)))
+        assert wait(lambda: ended)
+        r = ended[0]
+        assert r.end is EndKind.TRUNCATED, (r.end, r.end_reason)
+        assert r.end_reason == (f"plan cut at max_tokens=12 after {len(r.segments)} segment(s); "
+                                "those segments were executed")
+        assert ports.stops  # not a success: the robot is stopped (hover)
+    finally:
+        svc.close()
+
+
+def test_goal_intake_is_bounded_and_refuses_at_once_beyond(monkeypatch):
+    monkeypatch.setattr(ps, "PENDING_GOALS_MAX", 1)
+    svc, _ = service()
+    try:
+        assert submit(svc, "a" * 32, "d1")[0] is None
+        t0 = time.monotonic()
+        reason, _ = submit(svc, "b" * 32, "d2")
+        assert time.monotonic() - t0 < 0.5
+        assert reason == "planner overloaded: 1 goals in flight (limit 1); try again later"
+        assert svc.counters["rejected"] == 1
+    finally:
+        svc.close()
+
+
+def test_oversize_identifiers_are_refused_with_a_bounded_message():
+    svc, _ = service()
+    try:
+        reason, _ = submit(svc, robot="r" * 100_000)
+        assert reason == "robot_id has 100000 characters, the limit is 64"
+        reason, _ = submit(svc, robot="\x1b[31mrobot\n[ERROR] forged")
+        assert reason is not None and "\x1b" not in reason and "\n" not in reason
+    finally:
+        svc.close()
+
+
+def test_statuses_are_applied_before_queued_goal_commands():
+    """With 1,000 goal commands queued, a status is applied after at most one bounded slice
+    of them (64), not after all: statuses have priority over goal intake."""
+    svc, ports = service()
+    try:
+        _, ended = submit(svc)
+        assert wait(lambda: ports.segments)
+        ran = [0]
+        at_end: list[int] = []
+        block = threading.Event()
+        svc._cmds.put(lambda: block.wait(5))               # the scheduler is busy with a goal command
+        for _ in range(1000):
+            svc._cmds.put(lambda: ran.__setitem__(0, ran[0] + 1))
+        svc.on_status(StatusIn("d1", GID, 0, FAILED, (), "real failure"))
+        original = ended.append
+        ended_hook = lambda r: (at_end.append(ran[0]), original(r))  # noqa: E731 - records the order
+        svc._goals[next(iter(svc._goals))].on_end = ended_hook
+        block.set()
+        assert wait(lambda: ended, 10) and wait(lambda: ran[0] == 1000, 10)
+        assert at_end[0] <= ps.COMMAND_SLICE, at_end
+    finally:
+        svc.close()
+
+
+def test_a_status_flood_pauses_robot_timeouts_instead_of_ending_live_goals():
+    """While refused statuses pour in faster than FLOOD_DROPS_PER_S, the robot's real reports may
+    be stuck behind them: its silence clock stands still, so the goal is not ended TIMEOUT."""
+    params_timeout = 1.0
+    svc, ports = service(robot_timeout_s=params_timeout)
+    try:
+        _, ended = submit(svc)
+        assert wait(lambda: ports.segments)
+        svc.on_status(StatusIn("d1", GID, 0, EXECUTING))
+        deadline = time.monotonic() + 3 * params_timeout  # 3 s of garbage at ~2,000/s
+        while time.monotonic() < deadline:
+            for _ in range(100):
+                svc.on_status(StatusIn("ghost", GID, 0, DONE))
+            time.sleep(0.05)
+        assert not ended, f"a live goal ended during the flood: {ended[0].end_reason if ended else ''}"
+        assert svc.flood_seconds > 2.0
+        assert any("status flood" in text for _level, text in ports.logs)
+        # after the flood and its grace period, a robot that stays silent does time out
+        assert wait(lambda: ended, 10)
+        assert ended[0].end is EndKind.ROBOT_TIMEOUT
+    finally:
+        svc.close()
+
+
+def test_an_unknown_robot_rejection_lists_a_bounded_number_of_robots():
+    """With a fleet of 1,000 the message names the first robots and the count, not 10 KB of ids."""
+    robots = [{"id": f"drone_{i}", "kind": "drone", "adapter": "sim"} for i in range(1000)]
+    params = parse_params({"planner": {"engine": {"kind": "sim"}}, "robots": robots})
+    svc = PlannerService(params, Ports(), engine=RealtimeSimEngine(WallClock()))
+    reason = svc.precheck(GoalIn("ghost", "look for the cat"))
+    assert reason.startswith("unknown robot 'ghost' (configured robots: drone_0, drone_1,")
+    assert reason.endswith(f"drone_{ps.KNOWN_ROBOTS_LISTED - 1}, ... (1000 in all))")
+    assert len(reason) < 400

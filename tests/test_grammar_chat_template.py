@@ -1,0 +1,74 @@
+"""Instruct models (issue 13): when the model's tokenizer has a chat template, the prompt builder
+renders the goal as chat messages with it (system: skill list, rules, examples; user: the
+instruction) to token ids; the shipped model keeps its own format."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+from llm_planner_node.engines.factory import prompt_builder_for, vllm_prompt_builder
+from llm_planner_node.params import EngineParams
+from llm_planner_node.planner_model import DEFAULT_MODEL_PATH
+from llm_planner_node.planner_model.prompt import (build_chat_prompt_ids, build_prompt, chat_messages,
+                                                   has_chat_template)
+
+TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def chat_model_dir(tmp_path_factory):
+    """A model directory whose tokenizer has a chat template (the shipped tokenizer + a template)."""
+    from transformers import AutoTokenizer
+
+    d = tmp_path_factory.mktemp("instruct")
+    tok = AutoTokenizer.from_pretrained(DEFAULT_MODEL_PATH)
+    tok.chat_template = TEMPLATE
+    tok.save_pretrained(d)
+    shutil.copy(f"{DEFAULT_MODEL_PATH}/config.json", d / "config.json")
+    return d
+
+
+def test_messages_carry_skills_rules_examples_and_the_instruction():
+    ss = DEFAULT_SKILL_SETS["tello_minispec"]
+    system, user = chat_messages("  fly up   50 cm ", "drone", ss)
+    assert system["role"] == "system" and user == {"role": "user", "content": "fly up 50 cm"}
+    for needle in ("Skills: ", "mf(distance)", "Rules: ", "Task: find the bottle", "Plan: mu,50;tc,180;"):
+        assert needle in system["content"], needle
+    # the same system message for every goal of a skill set (prefix cache)
+    assert chat_messages("land", "drone", ss)[0] == system
+    arm = chat_messages("clean the desk", "arm", DEFAULT_SKILL_SETS["indy7_arm"])[0]["content"]
+    assert "pick(object)" in arm and "home();" in arm
+
+
+def test_chat_template_prompt_is_token_ids_of_the_rendered_template(chat_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(chat_model_dir)
+    assert has_chat_template(tok)
+    ids = build_chat_prompt_ids(tok, "find the cat", "drone", DEFAULT_SKILL_SETS["tello_minispec"])
+    assert all(isinstance(t, int) for t in ids)
+    text = tok.decode(ids)
+    assert text.startswith("<|system|>") and text.rstrip().endswith("<|assistant|>")
+    assert "<|user|>\nfind the cat" in text and "Skills: " in text
+
+
+def test_prompt_builder_uses_the_chat_template_of_an_hf_model(chat_model_dir):
+    build = prompt_builder_for(EngineParams(kind="vllm", model=str(chat_model_dir)))
+    prompt = build("find the cat", "drone", "tello_minispec")
+    assert isinstance(prompt, list) and all(isinstance(t, int) for t in prompt)
+    assert build("find the cat", "drone", "tello_minispec") == prompt  # cached ids
+
+
+def test_the_shipped_model_keeps_its_own_format():
+    from transformers import AutoTokenizer
+
+    assert not has_chat_template(AutoTokenizer.from_pretrained(DEFAULT_MODEL_PATH))
+    assert prompt_builder_for(EngineParams(kind="vllm", model="embedded")) is vllm_prompt_builder
+    # an HF directory without a chat template: the planner's own text format
+    build = prompt_builder_for(EngineParams(kind="vllm", model=DEFAULT_MODEL_PATH))
+    assert build("find the cat", "drone", "tello_minispec") == build_prompt(
+        "find the cat", "drone", DEFAULT_SKILL_SETS["tello_minispec"])

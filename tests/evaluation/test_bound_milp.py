@@ -25,6 +25,11 @@ from llm_planner_node.sim.workload import Arrival, goal_for
 
 pytest.importorskip("highspy")
 
+# The solver's optimum may sit above the exact one by its feasibility tolerance (1e-7) times a
+# TUF slope (|alpha| <= 30): highspy 1.16 reports 4.756001 for an optimum of 4.756. Above is
+# still a bound; equality is checked to this tolerance.
+TOL = 1e-5
+
 
 def _tiny(seed: int) -> tuple[list[bm.BoundGoal], bm.BoundEngine]:
     """n <= 5 goals, first segments of 1-2 tokens, TUFs tight enough that interference matters."""
@@ -47,12 +52,12 @@ def test_milp_equals_brute_force_and_lp_is_above(seed):
     milp = bm.solve_milp(goals, eng)
     lp = bm.solve_milp(goals, eng, relax=True)
     assert milp.optimal
-    assert milp.bound == pytest.approx(best, abs=1e-6)  # MILP optimum == brute-force optimum
+    assert milp.bound == pytest.approx(best, abs=TOL)  # MILP optimum == brute-force optimum
     assert bm.schedule_utility(goals, eng, milp.batches) == pytest.approx(best, abs=1e-6)  # its schedule
     assert lp.bound >= milp.bound - 1e-6
     assert milp.bound <= sum(bm.served_alone(g, eng) for g in goals) + 1e-9 <= sum(g.tuf.beta for g in goals) + 1e-9
     rep = bm.upper_bound(goals, eng, group_max=0)  # one group: the MILP optimum itself
-    assert rep.bound == pytest.approx(best, abs=1e-6) and rep.bound >= best - 1e-9
+    assert rep.bound == pytest.approx(best, abs=TOL) and rep.bound >= best - 1e-9
     # any partition into groups, and the LP relaxation path, only loosen the bound
     assert bm.upper_bound(goals, eng, group_max=2).bound >= best - 1e-6
     assert bm.upper_bound(goals, eng, group_max=0, exact_max_goals=1).bound >= best - 1e-6

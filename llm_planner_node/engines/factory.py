@@ -18,23 +18,47 @@ from .sim_engine import SimEngine, SimEngineConfig
 
 
 class RealtimeSimEngine(SimEngine):
-    """The simulated engine driven by a wall clock: ``step`` runs one iteration in real time."""
+    """The simulated engine driven by a wall clock, running beside the planner as a GPU does.
+
+    ``step`` waits (at most 50 ms) for the iteration in flight and returns its events. Like
+    vLLM's engine core, which steps on its own while the planner's Python works, the simulated
+    GPU does not wait for a late planner: when ``step`` comes more than ``max_idle_s`` after the
+    iteration ended, the engine has already run the following iterations back to back with the
+    generations it had, and ``step`` returns their events too. (Before, every iteration started
+    only when the planner's loop came back, so the loop's own time was added to every iteration:
+    at 1,000 robots the engine lost a fifth of its throughput and goals queued 8-11 s.) The
+    planner's admissions join the next iteration that starts after them.
+    """
 
     def __init__(self, clock: Clock, config: SimEngineConfig = SimEngineConfig(),
-                 idle_wait_s: float = 0.005) -> None:
+                 idle_wait_s: float = 0.005, max_idle_s: float = 0.002) -> None:
         super().__init__(clock, config)
         self.idle_wait_s = idle_wait_s
+        self.max_idle_s = max_idle_s
 
     def step(self) -> list[EngineEvent]:
-        self.start_iteration()
         end = self.in_flight_end()
         if end is None:
-            time.sleep(self.idle_wait_s)
-            return []
+            self.start_iteration()
+            end = self.in_flight_end()
+            if end is None:
+                time.sleep(self.idle_wait_s)
+                return []
         delay = end - self.clock.now()
         if delay > 0:
             time.sleep(min(delay, 0.05))
-        return super().step()
+            if self.clock.now() < end:
+                return []
+        events = super().step()
+        start = end + self.max_idle_s
+        while start < self.clock.now():  # the planner came late: the engine did not wait for it
+            self.start_iteration(at=start)
+            end = self.in_flight_end()
+            if end is None or end > self.clock.now():
+                break  # idle, or in flight: the planner's next admissions join the one after
+            events += super().step()
+            start = end + self.max_idle_s
+        return events
 
 
 #: Longest instruction / plan list quoted in a rejection message (characters).

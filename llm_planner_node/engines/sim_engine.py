@@ -339,8 +339,9 @@ class SimEngine:
     def in_flight_end(self) -> float | None:
         return None if self._in_flight is None else self._in_flight.end
 
-    def start_iteration(self) -> None:
-        """Start the next iteration now with the current batch (no-op if busy or idle)."""
+    def start_iteration(self, at: float | None = None) -> None:
+        """Start the next iteration with the current batch, now or at time ``at`` (no-op if busy
+        or idle)."""
         if self._in_flight is not None or not self._running:
             return
         batch = self._select_batch(list(self._running.values()))
@@ -357,7 +358,7 @@ class SimEngine:
         s.busy_slot_s += dt * len(self._running)
         s.prefill_tokens += prefill
         s.peak_batch = max(s.peak_batch, len(batch))
-        self._in_flight = _Iteration(self.clock.now() + dt, batch)
+        self._in_flight = _Iteration((self.clock.now() if at is None else at) + dt, batch)
 
     def _select_batch(self, running: list[_Gen]) -> list[_Gen]:
         """Who runs this iteration under ``iteration_policy`` (module docstring)."""

@@ -124,11 +124,14 @@ class FinishLaterActionServer(ActionServer):
         goals = ([taken_data.pop("goal")] if "goal" in taken_data else []) + taken_data.pop("more_goal", [])
         if self.rejects_at_once is not None and len(goals) > 1:
             goals.sort(key=lambda g: not self.rejects_at_once(g[1].goal))  # stable: good ones keep their order
+        # result requests first: each is a look-up (answered at once for a goal that has ended,
+        # e.g. a rejected one), and must not wait behind this round's goals
+        results = ([taken_data.pop("result")] if "result" in taken_data else []) + taken_data.pop("more_result", [])
+        for result in results:
+            await self._execute_get_result_request(result)
         for goal in goals:
             await self._execute_goal_request(goal)
         await super().execute(taken_data)
-        for result in taken_data.get("more_result", ()):
-            await self._execute_get_result_request(result)
 
     #: Set by the node: may a "cancel every goal" request (all-zero goal id) be honoured?
     allow_cancel_all = False

@@ -71,8 +71,10 @@ if ! stamp_ok deps "$deps_hash"; then
   pip_install --no-deps -r requirements/robots-nodeps.txt
   # torchvision/torchaudio/torchcodec come with vLLM's requirements but have no build matching
   # the CPU torch: they fail to import beside it and break transformers. vLLM does not need them.
+  # triton (1 GB) comes with xgrammar 0.2.8 for its GPU kernels only: xgrammar imports it only
+  # for those, and vLLM's CPU build disables it anyway (printing a notice on every start).
   if [ "$ENGINE" = cpu ]; then
-    "$VENV/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec >>"$LOG" 2>&1 || true
+    "$VENV/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec triton >>"$LOG" 2>&1 || true
   fi
   stamp_set deps "$deps_hash"
 fi

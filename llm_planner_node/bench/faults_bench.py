@@ -63,7 +63,8 @@ What is measured, exactly:
   **probe client** in a process of its own (``probe_client_main``: the bench process tells it
   which malformed kind to send at each tenth goal), so it is what an outside user sending a bad
   goal to the loaded planner sees, not the load client's own backlog. (Busy rejections go
-  through the load client and are timed separately: ``busy_reject_*``.)
+  through the load client and are timed separately: ``busy_reject_*``.) ``reject_slowest``: the
+  ten slowest, with their kind and when they were sent (seconds into the campaign).
 - ``false_timeouts``: goals ending TIMEOUT (6) although the real adapter was never silent for
   ``robot_timeout_s`` while it owed a report. From the recorder's timeline of the goal: the
   silence clock starts when a segment is dispatched (planner's sample on the segments topic)
@@ -980,6 +981,7 @@ def analyse(camp: Campaign, rec: Recorder, samples: dict[str, dict], b_ids: list
     tracks = list(camp.tracks.values())
     by_status: dict[str, int] = {}
     reject_lat, busy_lat, delays, plan_end = [], [], [], []
+    reject_detail: list[tuple[float, str, float]] = []  # (latency, malformed kind, sent at s)
     worst: list[tuple[float, str, int]] = []
     false_to, silent_to, delay_unmeasured = [], 0, 0
     busy_rejections = unexpected_busy = malformed_not_rejected = valid_rejected = 0
@@ -1004,6 +1006,7 @@ def analyse(camp: Campaign, rec: Recorder, samples: dict[str, dict], b_ids: list
         if tr.kind == "malformed":
             if res.status == REJECTED and latency is not None:
                 reject_lat.append(latency)
+                reject_detail.append((round(latency, 3), tr.malformed, round(tr.sent_mono - t0, 2)))
             else:
                 malformed_not_rejected += 1
             continue
@@ -1115,6 +1118,7 @@ def analyse(camp: Campaign, rec: Recorder, samples: dict[str, dict], b_ids: list
         "status_delay_unmeasured": delay_unmeasured,
         "reject_p50_s": r(pct(reject_lat, 50)), "reject_p99_s": r(pct(reject_lat, 99)),
         "reject_samples": len(reject_lat), "malformed_not_rejected": malformed_not_rejected,
+        "reject_slowest": [{"latency_s": a, "kind": k, "sent_at_s": t} for a, k, t in sorted(reject_detail)[-10:][::-1]],
         "busy_rejections": busy_rejections, "busy_reject_p50_s": r(pct(busy_lat, 50)),
         "busy_reject_p99_s": r(pct(busy_lat, 99)), "unexpected_busy_rejections": unexpected_busy,
         "valid_rejected_other": valid_rejected,

@@ -60,6 +60,18 @@ class GoalHandle:
     def done(self) -> bool:
         return self._done.is_set()
 
+    def action_status(self, within_s: float = 1.0) -> int:
+        """The goal's ``action_msgs/GoalStatus`` as the server's status array reports it. The
+        planner publishes that array coalesced (at most every 50 ms), so it may show a goal's
+        terminal state a moment after its result: for an ended goal, wait up to ``within_s``
+        for the array to show SUCCEEDED (4), CANCELED (5) or ABORTED (6)."""
+        deadline = time.monotonic() + within_s
+        status = self._ros_handle.status if self._ros_handle is not None else 0
+        while self.done and status not in (4, 5, 6) and time.monotonic() < deadline:
+            time.sleep(0.01)
+            status = self._ros_handle.status
+        return status
+
 
 def probe_server(action_client: Any) -> Any:
     """One handshake request (see HANDSHAKE_TRY_S): ask the action server to cancel a random,

@@ -29,7 +29,11 @@ from typing import Any, Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.action.server import GoalEvent
+from action_msgs.msg import GoalInfo
+from rclpy.action.server import GoalEvent, ServerGoalHandle
+from rclpy.executors import await_or_execute
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.task import Future
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.logging import LoggingSeverity
@@ -79,6 +83,20 @@ class HotPathLog:
             self._emit(severity, self.logger.name, text, "log", __file__, 0)
 
 
+class _CoalescedGoalHandle(ServerGoalHandle):
+    """A goal handle whose state changes mark the server's status array for the next coalesced
+    publication (:meth:`FinishLaterActionServer.flush_status`) instead of publishing it."""
+
+    def _update_state(self, event: Any) -> None:
+        with self._lock:
+            if self._goal_handle is None:  # already destroyed
+                return
+            self._goal_handle.update_goal_state(event)
+            self._action_server.status_changed()
+            if not self._goal_handle.is_active():
+                self._action_server.notify_goal_done()
+
+
 class FinishLaterActionServer(ActionServer):
     """An rclpy ActionServer whose execute callback starts a goal and returns at once; the goal
     is finished later, from any thread, with :meth:`finish_goal`.
@@ -91,6 +109,68 @@ class FinishLaterActionServer(ActionServer):
 
     async def _execute_goal(self, execute_callback: Any, goal_handle: Any) -> None:
         execute_callback(goal_handle)
+
+    # -- coalesced status array ------------------------------------------------------------------
+    # rclpy publishes the whole GoalStatusArray (every goal of the last ``result_timeout`` s) at
+    # every state change of every goal: three per goal. Every action client deserialises each
+    # array into Python objects under its GIL: with 64 goals in a burst the project's own client
+    # spent 27% of its spin thread there and took up to 4.3 s to send the next 64 goals. Here a
+    # state change only marks the array; it goes out at the end of each executor round (the
+    # round's accepted goals in one array) and otherwise within STATUS_PERIOD_S (the node's
+    # timer): at most ~20 arrays per second plus one per round of goal requests, whatever the
+    # goal rate. A goal's terminal status may now reach a client up to 50 ms after its result
+    # (ROS 2 never ordered the status topic against the result service).
+    STATUS_PERIOD_S = 0.05
+    _status_dirty = False
+
+    def status_changed(self) -> None:
+        self._status_dirty = True
+
+    def flush_status(self) -> None:
+        """Publish the status array if a goal changed state since the last publication."""
+        if self._status_dirty:
+            self._status_dirty = False
+            self._handle.publish_status()
+
+    async def _execute_goal_request(self, request_header_and_message: Any) -> None:
+        """rclpy's ``_execute_goal_request`` (kilted, jazzy), with a coalescing goal handle and
+        the "accepted" status marked instead of published."""
+        request_header, goal_request = request_header_and_message
+        goal_uuid = goal_request.goal_id
+        goal_info = GoalInfo()
+        goal_info.goal_id = goal_uuid
+        with self._lock:
+            goal_id_exists = self._handle.goal_exists(goal_info)
+        accepted = False
+        if not goal_id_exists:
+            response = await await_or_execute(self._goal_callback, goal_request.goal)
+            accepted = isinstance(response, GoalResponse) and response == GoalResponse.ACCEPT
+        goal_handle = None
+        if accepted:
+            goal_info.stamp = self._node.get_clock().now().to_msg()
+            try:
+                with self._lock:
+                    goal_handle = _CoalescedGoalHandle(self, goal_info, goal_request.goal)
+            except RuntimeError as e:
+                self._logger.error(f"failed to accept new goal {bytes(goal_uuid.uuid).hex()}: {e}")
+                accepted = False
+            else:
+                self._goal_handles[bytes(goal_uuid.uuid)] = goal_handle
+                self._result_futures[bytes(goal_uuid.uuid)] = Future()
+                self.add_future(self._result_futures[bytes(goal_uuid.uuid)])
+        response_msg = self._action_type.Impl.SendGoalService.Response()
+        response_msg.accepted = accepted
+        response_msg.stamp = goal_info.stamp
+        try:
+            with self._lock:
+                self._handle.send_goal_response(request_header, response_msg)
+        except _rclpy.RCLError:
+            self._logger.warning("failed to send a goal response (the client may have gone away)")
+            return
+        if not accepted:
+            return
+        self.status_changed()
+        await await_or_execute(self._handle_accepted_callback, goal_handle)
 
     #: Goal and result requests taken per executor round (rclpy takes one of each per round,
     #: rebuilding the wait set in between: a burst of 200 goals cost 200 rounds).
@@ -132,6 +212,7 @@ class FinishLaterActionServer(ActionServer):
         for goal in goals:
             await self._execute_goal_request(goal)
         await super().execute(taken_data)
+        self.flush_status()  # this round's accepted / started / ended goals, in one array
 
     #: Set by the node: may a "cancel every goal" request (all-zero goal id) be honoured?
     allow_cancel_all = False
@@ -225,6 +306,8 @@ class PlannerNode(LifecycleNode):
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
         self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self._goals_cb)
         self.create_timer(1.0, self._publish_diagnostics)
+        self.create_timer(FinishLaterActionServer.STATUS_PERIOD_S, self._server.flush_status,
+                          callback_group=self._goals_cb)
 
     def _apply_params(self, params: FleetParams) -> None:
         """A run-time parameter change that passed validation (limits, timeouts, TUF presets)."""

@@ -244,6 +244,7 @@ class NodeBurst:
     cpu_s: dict[str, float]
     arrival_first_s: float | None = None
     arrival_last_s: float | None = None
+    sent_s: float | None = None  # the client's time to send the whole burst
     statuses: dict[str, int] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     #: where a segment's time goes, mean over the segments of SUCCEEDED goals (from the results):
@@ -291,6 +292,7 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
     t0 = time.monotonic()
     handles = [client.send(g.robot_id, g.instruction, robot_kind=g.robot_kind, task_type=g.task_type, tuf=g.tuf)
                for g in goals]
+    sent_s = time.monotonic() - t0
     deadline = t0 + timeout_s
     for h in handles:
         h._done.wait(max(0.0, deadline - time.monotonic()))
@@ -340,7 +342,8 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
         segment_s={k: statistics.fmean(v) for k, v in parts.items() if v},
         results=results, succeeded=succeeded, feedback_complete=complete, feedback=feedback, segments=segments,
         arrivals_seen=seen, last_result_s=t_end - t0, cpu_s=cpu, statuses=statuses, messages=messages,
-        arrival_first_s=min(arrived) if arrived else None, arrival_last_s=max(arrived) if arrived else None)
+        arrival_first_s=min(arrived) if arrived else None, arrival_last_s=max(arrived) if arrived else None,
+        sent_s=sent_s)
 
 
 def client_process_main() -> None:
@@ -506,7 +509,7 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
                                 gen = "?" if b.all_generated_s is None else f"{b.all_generated_s:.3f}"
                                 log(f"  node {policy} N={n}: all generated {gen} s, first segment "
                                     f"{b.first_segment_s or float('nan'):.3f} s, {b.succeeded}/{n} SUCCEEDED, "
-                                    f"{b.results} results, feedback {b.feedback}/{b.segments}, goals arrived "
+                                    f"{b.results} results, feedback {b.feedback}/{b.segments}, sent in {b.sent_s or 0:.3f} s, goals arrived "
                                     f"{b.arrival_first_s or 0:.3f}-{b.arrival_last_s or 0:.3f} s, planner spin CPU "
                                     f"{b.cpu_s.get(PLANNER_SPIN, 0.0):.2f} s; per segment (mean) "
                                     + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in b.segment_s.items())

@@ -73,7 +73,7 @@ def test_only_the_goals_client_or_an_operator_can_cancel_it(ros_context):
             assert r5.accepted, r5.message
             ra, rb = a.result(30), b.result(30)
             assert ra.status == 2 and rb.status == 2, (ra.message, rb.message)
-            assert a._ros_handle.status == 5  # action_msgs GoalStatus.STATUS_CANCELED, as a ROS cancel ends
+            assert a.action_status() == 5  # action_msgs GoalStatus.STATUS_CANCELED, as a ROS cancel ends
             assert f.planner.cancel_refusals == {
                 "protected goal: cancel it through planner/cancel_goal with its secret": 1,
                 "wrong or missing secret": 1}

@@ -111,7 +111,7 @@ def test_cancel_mid_plan_stops_generation_and_tells_the_adapter(fleet):
     fleet.client.cancel(h)
     res = h.result(10)
     assert res.status == 2 and "cancel" in res.message  # STATUS_CANCELLED
-    assert h._ros_handle.status == 5  # action_msgs GoalStatus.STATUS_CANCELED
+    assert h.action_status() == 5  # action_msgs GoalStatus.STATUS_CANCELED
     time.sleep(0.3)
     cancels = [m for _, m in seg_a1 if m.cancel]
     assert cancels, "the adapter was not told to stop"
@@ -149,7 +149,7 @@ def test_invalid_goals_end_at_once_with_their_reason(fleet, goal, reason):
     res = h.result(10)
     assert res.status == PlanTask.Result.STATUS_REJECTED
     assert reason in res.message
-    assert h._ros_handle.status == 6  # ABORTED: ROS 2 rejection cannot carry a reason
+    assert h.action_status() == 6  # ABORTED: ROS 2 rejection cannot carry a reason
 
 
 def test_second_goal_for_a_busy_robot_is_rejected(fleet):

@@ -1,0 +1,54 @@
+"""The action's status array is published coalesced (node.py FinishLaterActionServer): at most
+~20 arrays per second plus one per round of goal requests, instead of rclpy's one per state
+change of every goal (3 per goal), each holding every goal of the last result_timeout. Seen by an
+independent subscriber of ``plan_task/_action/status``; every goal still ends SUCCEEDED there."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+N = 40
+
+
+def test_a_burst_of_goals_gets_few_status_arrays_and_every_final_state(ros_context):
+    from action_msgs.msg import GoalStatusArray
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.params import parse_params
+    from llm_planner_node.up import running_fleet
+
+    params = parse_params({"planner": {"policy": "timelyllm", "engine": {"kind": "sim"}},
+                           "robots": [{"id": f"d{i}", "kind": "drone", "adapter": "sim"} for i in range(N)]})
+    with running_fleet(params, time_scale=0.02, context=ros_context):
+        client = GoalClient(ros_context)
+        arrays: list[tuple[float, GoalStatusArray]] = []
+        client.node.create_subscription(GoalStatusArray, "/plan_task/_action/status",
+                                        lambda m: arrays.append((time.monotonic(), m)),
+                                        # every array, not only the latest (the default depth 1)
+                                        QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                                                   durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        with spinning(client.node, ros_context):
+            assert client.wait_for_server(30), client.wait_problem
+            time.sleep(0.5)
+            arrays.clear()
+            t0 = time.monotonic()
+            handles = [client.send(f"d{i}", "look for the cat") for i in range(N)]
+            results = [h.result(60) for h in handles]
+            elapsed = time.monotonic() - t0
+            assert [r.status for r in results] == [0] * N, [r.message for r in results if r.status]
+            assert all(h.action_status() == 4 for h in handles)  # SUCCEEDED on the status array
+        client.destroy()
+    ids = {h.goal_id for h in handles}
+    last = {}
+    for _, m in arrays:
+        for st in m.status_list:
+            last[bytes(st.goal_info.goal_id.uuid).hex()] = st.status
+    assert {g: last.get(g) for g in ids} == {g: 4 for g in ids}
+    # rclpy would have published 3 arrays per goal (accepted, executing, succeeded): 120
+    assert len(arrays) < 2 * N, len(arrays)
+    assert len(arrays) <= 20 * elapsed + 15, (len(arrays), elapsed)

@@ -102,28 +102,27 @@ class Ref:
     name: str
 
 
+def _cached_items_hash(self: "Seq | Alt") -> int:
+    """Hash of a Seq / Alt node, computed once (derivatives hash nodes often)."""
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = hash((type(self).__name__, self.items))
+        object.__setattr__(self, "_hash", h)
+    return h
+
+
 @dataclass(frozen=True)
 class Seq:
     items: tuple["Node", ...]
 
-    def __hash__(self) -> int:  # cached: derivatives hash nodes often
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash((type(self).__name__, self.items))
-            object.__setattr__(self, "_hash", h)
-        return h
+    __hash__ = _cached_items_hash
 
 
 @dataclass(frozen=True)
 class Alt:
     items: tuple["Node", ...]
 
-    def __hash__(self) -> int:  # cached: derivatives hash nodes often
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash((type(self).__name__, self.items))
-            object.__setattr__(self, "_hash", h)
-        return h
+    __hash__ = _cached_items_hash
 
 
 @dataclass(frozen=True)

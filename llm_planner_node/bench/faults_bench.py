@@ -980,8 +980,8 @@ def analyse(camp: Campaign, rec: Recorder, samples: dict[str, dict], b_ids: list
     cfg = camp.cfg
     tracks = list(camp.tracks.values())
     by_status: dict[str, int] = {}
-    reject_lat, busy_lat, delays, plan_end = [], [], [], []
-    reject_detail: list[tuple[float, str, float]] = []  # (latency, malformed kind, sent at s)
+    busy_lat, delays, plan_end = [], [], []
+    rejects: list[tuple[float, str, float]] = []  # malformed goals: (latency, kind, sent at s)
     worst: list[tuple[float, str, int]] = []
     false_to, silent_to, delay_unmeasured = [], 0, 0
     busy_rejections = unexpected_busy = malformed_not_rejected = valid_rejected = 0
@@ -1005,8 +1005,7 @@ def analyse(camp: Campaign, rec: Recorder, samples: dict[str, dict], b_ids: list
         is_busy_msg = res.status == REJECTED and "still executing goal" in res.message
         if tr.kind == "malformed":
             if res.status == REJECTED and latency is not None:
-                reject_lat.append(latency)
-                reject_detail.append((round(latency, 3), tr.malformed, round(tr.sent_mono - t0, 2)))
+                rejects.append((latency, tr.malformed, tr.sent_mono - t0))
             else:
                 malformed_not_rejected += 1
             continue
@@ -1116,9 +1115,10 @@ def analyse(camp: Campaign, rec: Recorder, samples: dict[str, dict], b_ids: list
                                for d, g, k in sorted(worst, reverse=True)[:5]],
         "last_done_to_result_p50_s": r(pct(plan_end, 50)), "last_done_to_result_p99_s": r(pct(plan_end, 99)),
         "status_delay_unmeasured": delay_unmeasured,
-        "reject_p50_s": r(pct(reject_lat, 50)), "reject_p99_s": r(pct(reject_lat, 99)),
-        "reject_samples": len(reject_lat), "malformed_not_rejected": malformed_not_rejected,
-        "reject_slowest": [{"latency_s": a, "kind": k, "sent_at_s": t} for a, k, t in sorted(reject_detail)[-10:][::-1]],
+        "reject_p50_s": r(pct([x[0] for x in rejects], 50)), "reject_p99_s": r(pct([x[0] for x in rejects], 99)),
+        "reject_samples": len(rejects), "malformed_not_rejected": malformed_not_rejected,
+        "reject_slowest": [{"latency_s": round(a, 3), "kind": k, "sent_at_s": round(t, 2)}
+                           for a, k, t in sorted(rejects)[-10:][::-1]],
         "busy_rejections": busy_rejections, "busy_reject_p50_s": r(pct(busy_lat, 50)),
         "busy_reject_p99_s": r(pct(busy_lat, 99)), "unexpected_busy_rejections": unexpected_busy,
         "valid_rejected_other": valid_rejected,

@@ -61,7 +61,6 @@ import asyncio
 import json
 import logging
 import re
-import threading
 import time
 import uuid
 from collections import deque
@@ -72,7 +71,7 @@ from ..core.clock import Clock
 from ..core.engine_api import FailedEvent, GenerationSpec
 from ..grammar import Derivatives
 from ..params import EngineParams
-from .vllm_engine import (SegmenterFactory, VllmEngine, _Gen, default_grammar_factory,
+from .vllm_engine import (SegmenterFactory, VllmEngine, _cancel_other_tasks, _Gen, default_grammar_factory,
                           default_segmenter_factory)
 
 log = logging.getLogger(__name__)
@@ -287,9 +286,7 @@ class RemoteEngine(VllmEngine):
         self._client: Any = None
         self._closing = False
         self._transport = transport  # an httpx transport (tests: fake servers)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="remote-engine", daemon=True)
-        self._thread.start()
+        self._start_loop("remote-engine")
         fut = asyncio.run_coroutine_threadsafe(self._connect(startup_timeout_s), self._loop)
         try:
             fut.result(timeout=startup_timeout_s + 10)
@@ -341,23 +338,12 @@ class RemoteEngine(VllmEngine):
         async def shutdown() -> None:
             self._closing = True
             for _ in range(5):  # a cancelled stream may not start another, but be thorough
-                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-                if not tasks:
+                if not await _cancel_other_tasks():
                     break
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
             if self._client is not None:
                 await self._client.aclose()
 
-        if self._loop.is_running():
-            try:
-                asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=10)
-            except Exception:  # pragma: no cover - best effort at exit
-                log.exception("remote engine shutdown failed")
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-        self._loop.close()
+        self._stop_loop(shutdown, 10.0, "remote engine")
 
     # -- start-up ----------------------------------------------------------------------------------
     def _config_capacity(self) -> int:

@@ -151,6 +151,15 @@ class _Gen:
     done: bool = False
 
 
+async def _cancel_other_tasks() -> bool:
+    """Cancel every other task of the running loop and wait for them; False if there was none."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return bool(tasks)
+
+
 class VllmEngine:
     """The live vLLM backend of the scheduling core (see module docstring)."""
 
@@ -163,9 +172,7 @@ class VllmEngine:
 
         ensure_engine_logging()  # vLLM reads its logging settings when first imported
         self._init_state(params, clock, segmenter_factory, step_timeout_s, constrained_decoding, grammar_factory)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-engine", daemon=True)
-        self._thread.start()
+        self._start_loop("vllm-engine")
         fut = asyncio.run_coroutine_threadsafe(self._start_engine(), self._loop)
         try:
             fut.result(timeout=startup_timeout_s)
@@ -277,17 +284,25 @@ class VllmEngine:
             if engine is not None:
                 engine.shutdown()
                 self._engine = None  # collected now, not by AsyncLLM.__del__ at interpreter exit
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await _cancel_other_tasks()
 
-        try:
-            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=60)
-        except Exception:  # pragma: no cover - best effort at exit
-            log.exception("vLLM shutdown failed")
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        self._stop_loop(shutdown, 60.0, "vLLM")
+
+    # -- the engine's event-loop thread (also RemoteEngine's) -------------------------------------
+    def _start_loop(self, name: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def _stop_loop(self, shutdown: Callable[[], Any], timeout_s: float, what: str) -> None:
+        """Run ``shutdown()`` on the loop (at most ``timeout_s``), then stop and close it."""
+        if self._loop.is_running():
+            try:
+                asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=timeout_s)
+            except Exception:  # pragma: no cover - best effort at exit
+                log.exception("%s shutdown failed", what)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
         self._loop.close()
 
     # -- internals (event-loop thread) ------------------------------------------------------------

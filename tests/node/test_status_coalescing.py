@@ -52,3 +52,47 @@ def test_a_burst_of_goals_gets_few_status_arrays_and_every_final_state(ros_conte
     # rclpy would have published 3 arrays per goal (accepted, executing, succeeded): 120
     assert len(arrays) < 2 * N, len(arrays)
     assert len(arrays) <= 20 * elapsed + 15, (len(arrays), elapsed)
+
+
+def test_result_requests_known_and_unknown_goals(ros_context):
+    """The action server's own result-request handler (node.py, rclpy's without its eager debug
+    formatting): an outside rclpy ActionClient gets a finished goal's result, and status UNKNOWN
+    for a goal id the planner never saw."""
+    import uuid
+
+    import rclpy
+    from rclpy.action import ActionClient
+    from rclpy.action.client import ClientGoalHandle
+    from timely_fleet.action import PlanTask
+    from unique_identifier_msgs.msg import UUID
+
+    from llm_planner_node.client import spinning
+    from llm_planner_node.params import parse_params
+    from llm_planner_node.ros_messages import action_qos_kwargs
+    from llm_planner_node.up import running_fleet
+
+    params = parse_params({"planner": {"policy": "timelyllm", "engine": {"kind": "sim"}},
+                           "robots": [{"id": "d0", "kind": "drone", "adapter": "sim"}]})
+    with running_fleet(params, time_scale=0.02, context=ros_context):
+        node = rclpy.create_node("outside_result_client", context=ros_context)
+        client = ActionClient(node, PlanTask, "plan_task", **action_qos_kwargs())
+        with spinning(node, ros_context):
+            assert client.wait_for_server(30)
+            goal = PlanTask.Goal(robot_id="d0", instruction="look for the cat", ert_s=1.0, alpha=-2.0, beta=1.0)
+            sent = client.send_goal_async(goal)
+            deadline = time.monotonic() + 30
+            while not sent.done() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            handle = sent.result()
+            assert handle.accepted
+            known = handle.get_result_async()
+            # the result of a goal id nobody sent, asked the way rclpy asks for any goal's result
+            stranger = ClientGoalHandle(client, UUID(uuid=list(uuid.uuid4().bytes)),
+                                        PlanTask.Impl.SendGoalService.Response(accepted=True))
+            fut = stranger.get_result_async()
+            while not (known.done() and fut.done()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert known.result().status == 4 and known.result().result.status == 0
+            assert fut.result().status == 0  # action_msgs GoalStatus.STATUS_UNKNOWN
+        client.destroy()
+        node.destroy_node()

@@ -7,10 +7,14 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llm_planner_node.core.execution_time import (
     ARM_HOME_POSE,
+    SCENE_WINDOW,
     ExecutionTimeModel,
+    _quantile,
     default_profiles,
     scaled_profiles,
 )
@@ -129,6 +133,16 @@ def test_scene_skill_online_minimum():
     for v in [4.0, 6.0, 9.0, 12.0, 5.0, 7.0, 8.0, 4.5, 10.0, 4.2]:
         m.observe("d", "drone", s, v)
     assert 4.0 <= m.predict("d", "drone", [s]) <= 4.5
+    # the window's 5 % quantile by hand: sorted 4.0, 4.2, 4.5, ...; h = 9 * 0.05 = 0.45
+    assert m.predict("d", "drone", [s]) == pytest.approx(4.0 + 0.45 * (4.2 - 4.0))
+    m.observe("d", "drone", s, 3.0)  # a new observation replaces the cached prediction
+    assert m.predict("d", "drone", [s]) == pytest.approx(3.0 + 0.5 * (4.0 - 3.0))
+
+
+@given(st.lists(st.floats(0.0, 3600.0), min_size=1, max_size=SCENE_WINDOW), st.floats(0.0, 1.0))
+def test_scene_quantile_is_numpys(xs, q):
+    """The scene minimum's quantile equals np.quantile (method linear) bit for bit."""
+    assert _quantile(sorted(xs), q) == float(np.quantile(np.array(xs), q))
 
 
 def test_remaining_and_completion():

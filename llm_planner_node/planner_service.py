@@ -27,7 +27,7 @@ import numpy as np
 
 from .core.clock import Clock, WallClock
 from .core.engine_api import Engine
-from .core.execution_time import ExecutionTimeModel
+from .core.execution_time import ExecutionTimeModel, TimeScaledEstimator
 from .core.planner import Planner, PlannerConfig
 from .core.batching import make_admission
 from .core.policies import get_policy
@@ -158,7 +158,8 @@ class PlannerService:
     def __init__(self, params: FleetParams, ports: PlannerPorts, *, engine: Engine | None = None,
                  engine_factory: Callable[[], Engine] | None = None,
                  prompt_builder: Callable[[str, str, str], object] | None = None,
-                 clock: Clock | None = None, ack_timeout_s: float = 1.0, max_resends: int = 3) -> None:
+                 clock: Clock | None = None, ack_timeout_s: float = 1.0, max_resends: int = 3,
+                 robot_time_scale: float = 1.0) -> None:
         self.params = params
         self.ports = ports
         self.clock = clock or WallClock()
@@ -172,8 +173,10 @@ class PlannerService:
         policy = get_policy(pp.policy, max_batch=pp.max_batch if pp.batching_mode == "fixed" else None,
                             admission=make_admission(pp.admission, **({"hopeless": pp.hopeless}
                                                                        if pp.hopeless != "keep" else {})))
-        self.exec_model = ExecutionTimeModel()
-        self.planner = Planner(engine, policy, self.clock, self.exec_model, sink=self,
+        self.exec_model = ExecutionTimeModel()  # real seconds; robot_time_scale: simulated robots' speed-up
+        self.planner = Planner(engine, policy, self.clock,
+                               self.exec_model if robot_time_scale == 1.0
+                               else TimeScaledEstimator(self.exec_model, robot_time_scale), sink=self,
                                config=PlannerConfig(network_latency_s=pp.network_latency_s),
                                predictor=predictor_for(policy, pp.engine))
         self.delivery = SegmentDelivery(ack_timeout_s, max_resends, pp.robot_timeout_s)

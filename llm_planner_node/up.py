@@ -6,7 +6,7 @@ separate processes on a ROS 2 install (pip-only machines have no ``ros2 launch``
 Each robot in ``robots:`` names its adapter:
 
 - ``sim`` (default): a simulated robot whose skill durations are drawn from the
-  execution-time model (``time_scale`` compresses them);
+  execution-time model (``time_scale`` compresses them, and the planner's predictions with them);
 - ``tello``: a real Tello at ``host`` through djitellopy;
 - ``tello-sim``: djitellopy against the project's Tello SDK simulator, each in its own network
   namespace on this machine (needs root and iproute2; at most one per process, since djitellopy
@@ -199,7 +199,10 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
             executors[-1].add_node(adapter_node)
         planner_node = None
         if planner:
+            # the planner predicts the simulated robots' compressed time (all of them run at
+            # time_scale; real robots run at 1.0, the default)
             planner_node = PlannerNode(params, engine=engine, clock=clock, context=context,
+                                       robot_time_scale=time_scale,
                                        namespace=namespace or None,
                                        cli_args=["--ros-args", *ros_args] if ros_args else None)
             stack.callback(planner_node.destroy_node)
@@ -267,7 +270,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "it); repeat for several servers; replaces planner.engine.servers (implies --engine "
                              "remote when --engine is not given)")
     parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="simulated robots execute this many times faster than real ones (<1 = faster)")
+                        help="simulated robots' time runs at this factor of real time (0.02 = 50x faster); the "
+                             "planner predicts their actions in the same compressed time")
     parser.add_argument("--seconds", type=float, help="exit after this long (default: until Ctrl-C)")
     parser.add_argument("--only", choices=("all", "planner", "adapters"), default="all",
                         help="start only the planner node or only the adapters (launch/planner.launch.py "

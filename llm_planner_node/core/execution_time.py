@@ -70,6 +70,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .interfaces import ExecutionTimeEstimator
 from .skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "ExecutionTimeModel",
     "default_profiles",
     "scaled_profiles",
+    "TimeScaledEstimator",
     "TELLO_SPEED_CM_S",
     "TELLO_YAW_DEG_S",
     "ARM_TCP_SPEED_MM_S",
@@ -366,6 +368,29 @@ def _quantile(xs: list[float], q: float) -> float:
     a, b = xs[lo], xs[min(lo + 1, len(xs) - 1)]
     t = h - lo
     return float(b - (b - a) * (1 - t)) if t >= 0.5 else float(a + (b - a) * t)
+
+
+class TimeScaledEstimator:
+    """An :class:`~.interfaces.ExecutionTimeEstimator` for robots whose time runs ``time_scale``
+    times as fast as real time (simulated robots under ``timely-fleet up --time-scale``): the
+    inner model stays in real seconds, predictions and samples are multiplied by ``time_scale``
+    and observed durations divided by it, as the simulated adapters do with their own model.
+    Without it the planner predicts a robot action 50x too long at ``--time-scale 0.02`` and
+    resumes each segment's generation too late for its robot."""
+
+    def __init__(self, inner: ExecutionTimeEstimator, time_scale: float) -> None:
+        if not time_scale > 0:
+            raise ValueError(f"time_scale must be > 0, got {time_scale}")
+        self.inner, self.time_scale = inner, float(time_scale)
+
+    def predict(self, robot_id: str, robot_kind: str, calls: Sequence[SkillCall]) -> float:
+        return self.inner.predict(robot_id, robot_kind, calls) * self.time_scale
+
+    def sample(self, robot_id: str, robot_kind: str, calls: Sequence[SkillCall], rng: np.random.Generator) -> float:
+        return self.inner.sample(robot_id, robot_kind, calls, rng) * self.time_scale
+
+    def observe(self, robot_id: str, robot_kind: str, call: SkillCall, duration_s: float) -> None:
+        self.inner.observe(robot_id, robot_kind, call, duration_s / self.time_scale)
 
 
 # --------------------------------------------------------------------------------------- model

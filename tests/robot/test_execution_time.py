@@ -14,6 +14,7 @@ from llm_planner_node.core.execution_time import (
     ARM_HOME_POSE,
     SCENE_WINDOW,
     ExecutionTimeModel,
+    TimeScaledEstimator,
     _quantile,
     default_profiles,
     scaled_profiles,
@@ -203,3 +204,20 @@ def test_bench_script_runs(tmp_path, capsys):
     assert data["held_out"]["drone"]["mape_online_pct"] < data["held_out"]["drone"]["mape_profile_only_pct"]
     assert data["convergence"]["executions_to_within_10pct"] <= 6
     assert "held-out" in capsys.readouterr().out
+
+
+def test_time_scaled_estimator_predicts_and_learns_in_the_robots_time():
+    """Simulated robots at time scale 0.02: predictions x0.02 (mf 100 cm: 1.2 s + 100/60 s real),
+    observations /0.02 into the real-time model (as the simulated adapters do)."""
+    inner, twin = ExecutionTimeModel(), ExecutionTimeModel()
+    ts = TimeScaledEstimator(inner, 0.02)
+    assert ts.predict("d", "drone", [mf(100)]) == pytest.approx((1.2 + 100 / 60) * 0.02)
+    for d in (0.05, 0.052, 0.049, 0.051):
+        ts.observe("d", "drone", mf(100), d)
+        twin.observe("d", "drone", mf(100), d / 0.02)
+    assert inner.predict("d", "drone", [mf(100)]) == twin.predict("d", "drone", [mf(100)])
+    assert ts.predict("d", "drone", [mf(100)]) == pytest.approx(twin.predict("d", "drone", [mf(100)]) * 0.02)
+    rng1, rng2 = np.random.default_rng(3), np.random.default_rng(3)
+    assert ts.sample("d", "drone", [mf(100)], rng1) == pytest.approx(0.02 * twin.sample("d", "drone", [mf(100)], rng2))
+    with pytest.raises(ValueError, match="time_scale must be > 0"):
+        TimeScaledEstimator(inner, 0.0)

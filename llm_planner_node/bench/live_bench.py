@@ -611,6 +611,7 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             "raw_tokens": raw[n][0]["tokens"], "raw_generated": min(r["generated"] for r in raw[n]),
         }
         row["raw_tokens_per_s"] = row["raw_tokens"] / row["raw_s"] if row["raw_s"] else None
+        row["raw_sched_s"] = _sched_median([r["sched_s"] for r in raw[n]])
         for p in policies:
             bs = node[p][n]
             s = _median([b.all_generated_s for b in bs])
@@ -628,6 +629,7 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             row[f"node_{p}_segment_s"] = {k: _median([b.segment_s[k] for b in bs if k in b.segment_s])
                                           for k in ("wait", "generate", "robot_idle")}
             row[f"node_{p}_spin_cpu_s_per_goal"] = statistics.median(b.spin_cpu_s_per_goal for b in bs)
+            row[f"node_{p}_sched_s"] = _sched_median([b.sched_s for b in bs])
             row[f"node_{p}_thread_cpu_s"] = {k: statistics.median(b.cpu_s.get(k, 0.0) for b in bs)
                                              for k in sorted({k for b in bs for k in b.cpu_s})}
             row[f"node_{p}_repeats"] = [b.__dict__ for b in bs]
@@ -639,6 +641,12 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             "targets": {f"ratio_{p}": TARGET_RATIO[p] for p in policies if p in TARGET_RATIO},
             "bursts": bursts, "targets_met": _targets_met(bursts, policies), "cpu_count": os.cpu_count(),
             "wall_s": time.monotonic() - t_start}
+
+
+def _sched_median(runs: list[dict[str, list[float]]]) -> dict[str, list[float]]:
+    """Per process: [median CPU s, median run-queue wait s] over bursts (:func:`proc_sched`)."""
+    names = sorted({k for r in runs for k in r})
+    return {k: [round(statistics.median(r[k][i] for r in runs if k in r), 3) for i in (0, 1)] for k in names}
 
 
 def _targets_met(bursts: dict[str, Any], policies: tuple[str, ...]) -> dict[str, bool]:
@@ -680,7 +688,8 @@ def report(result: dict[str, Any]) -> str:
                 f"{row[f'node_{p}_succeeded']:>6}/{n:<3}{row[f'node_{p}_results']:>8}"
                 f"{row[f'node_{p}_feedback_complete']:>8}/{n:<3}"
                 f"{_f(row[f'node_{p}_spin_cpu_s_per_goal'] * 1000, '.1f') + ' ms':>14}  "
-                f"{'met' if met else 'NOT MET'}")
+                f"{'met' if met else 'NOT MET'}"
+                + (f" (paired {row[f'ratio_{p}_paired_median']:.2f})" if row.get(f"ratio_{p}_paired_median") else ""))
     lines.append("")
     lines.append(f"spin thread ({PLANNER_SPIN}, the planner node's executor) CPU per goal, by burst size:")
     for p in policies:
@@ -696,6 +705,10 @@ def report(result: dict[str, Any]) -> str:
     raw_cpu = last["raw_repeats"][0]["cpu_s"]
     lines.append(f"  raw N={last['n']}: " + ", ".join(f"{k} {v:.2f}" for k, v in
                                                      sorted(raw_cpu.items(), key=lambda kv: -kv[1])[:4]))
+    lines.append("CPU s / run-queue wait s over the burst (median), largest N (self: this process; the "
+                 "engine core and worker: vLLM's processes; a wait is a thread runnable but without a core):")
+    for way, sched in [("raw", last.get("raw_sched_s", {}))] + [(p, last.get(f"node_{p}_sched_s", {})) for p in policies]:
+        lines.append(f"  {way} N={last['n']}: " + ", ".join(f"{k} {c:.2f} / {w:.2f}" for k, (c, w) in sched.items()))
     unmet = [k for k, v in result["targets_met"].items() if not v]
     lines.append("")
     lines.append("targets: all met" if not unmet else "targets NOT met: " + "; ".join(unmet))

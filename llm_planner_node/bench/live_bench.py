@@ -170,18 +170,19 @@ def thread_runqueue_wait() -> float:
 def proc_sched() -> dict[str, tuple[float, float]]:
     """(CPU s, run-queue wait s) summed over the threads of this process (``self``) and of each
     vLLM process (by name: ``VLLM::EngineCore``, ``VLLM::Worker``), from /proc schedstat."""
+    from ..engines.cpu_placement import process_name
+
     out: dict[str, tuple[float, float]] = {}
     me = os.getpid()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
+        comm = process_name(int(pid))
+        if int(pid) != me and not comm.startswith("VLLM::"):
+            continue
+        name = "self" if int(pid) == me else comm
+        run = wait = 0.0
         try:
-            with open(f"/proc/{pid}/comm") as f:
-                comm = f.read().strip()
-            if int(pid) != me and not comm.startswith("VLLM::"):
-                continue
-            name = "self" if int(pid) == me else comm
-            run = wait = 0.0
             for tid in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                     a, b = f.read().split()[:2]

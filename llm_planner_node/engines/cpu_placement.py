@@ -43,7 +43,9 @@ def _children() -> dict[int, list[int]]:
     return out
 
 
-def _comm(pid: int) -> str:
+def process_name(pid: int) -> str:
+    """A process's name (``/proc/<pid>/comm``; vLLM names its processes ``VLLM::...``), or ''
+    once it is gone."""
     try:
         with open(f"/proc/{pid}/comm") as f:
             return f.read().strip()
@@ -62,7 +64,7 @@ def worker_cores(root_pid: int | None = None) -> frozenset[int]:
     while stack:
         pid = stack.pop()
         stack.extend(children.get(pid, []))
-        if _comm(pid).startswith(WORKER_COMM):
+        if process_name(pid).startswith(WORKER_COMM):
             try:
                 bound |= os.sched_getaffinity(pid)
             except OSError:
@@ -78,6 +80,15 @@ def _threads() -> list[int]:
         return []
 
 
+def _move_threads(cores: set[int]) -> None:
+    """Allow every thread of this process exactly ``cores``."""
+    for tid in _threads():
+        try:
+            os.sched_setaffinity(tid, cores)
+        except OSError:  # the thread ended meanwhile
+            pass
+
+
 def keep_off(cores: frozenset[int] | set[int]) -> Callable[[], None]:
     """Run every thread of this process on its allowed cores minus ``cores`` (nothing changes
     if that leaves none); returns a function that puts every thread back on the cores it was
@@ -88,17 +99,5 @@ def keep_off(cores: frozenset[int] | set[int]) -> Callable[[], None]:
     rest = before - set(cores)
     if not rest:
         return lambda: None
-    for tid in _threads():
-        try:
-            os.sched_setaffinity(tid, rest)
-        except OSError:  # the thread ended meanwhile
-            pass
-
-    def restore() -> None:
-        for tid in _threads():
-            try:
-                os.sched_setaffinity(tid, before)
-            except OSError:
-                pass
-
-    return restore
+    _move_threads(rest)
+    return lambda: _move_threads(before)

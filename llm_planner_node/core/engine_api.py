@@ -35,7 +35,12 @@ Segments: the engine detects segment boundaries (a segmenter at the edge for the
 the trace's segment token counts in the simulator) and reports each as a :class:`SegmentEvent`
 carrying the segment's text, validated skill calls and token ids. If the generation was added
 with ``suspend_at_segments=True`` and the plan is not finished, the engine suspends it at the
-boundary by itself and says so (``suspended=True``); it is resumed only by ``resume``. When a
+boundary by itself and says so (``suspended=True``); it is resumed only by ``resume``. A spec
+may carry ``suspend_when(gen_id, calls)``, a function the core owns: the engine then suspends at
+a boundary only if it returns True for the segment just completed (its skill calls), called
+when the boundary is reached, from the engine's own thread (a live engine also suspends while
+it holds more generations than its batch can run and one of them waits for its first token).
+When a
 plan ends (end of sequence, plan terminator, max tokens) the engine reports its last segment
 (if any text remains) and then :class:`FinishedEvent`. What a boundary means for dispatch is the
 core's business (policy flags), not the engine's.
@@ -44,7 +49,7 @@ core's business (policy flags), not the engine's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, Union
+from typing import Callable, Protocol, Sequence, Union
 
 from .skills import SkillCall
 
@@ -57,6 +62,9 @@ class GenerationSpec:
     urgent; vLLM's convention, lower first). Engines with their own queue (vLLM with
     ``scheduling_policy="priority"``) order waiting work by it; the simulator admits everything
     the core admits in one iteration and ignores it.
+
+    ``suspend_when``: with ``suspend_at_segments``, suspend at a boundary only if this returns
+    True for ``(gen_id, the completed segment's calls)`` (None: always; module docstring).
     """
 
     gen_id: int
@@ -66,6 +74,12 @@ class GenerationSpec:
     skill_set_id: str | None
     suspend_at_segments: bool
     priority: int = 0
+    suspend_when: Callable[[int, Sequence[SkillCall]], bool] | None = None
+
+    def suspend_wanted(self, calls: Sequence[SkillCall]) -> bool:
+        """Whether the boundary after a segment of ``calls``, reached now, suspends this
+        generation (before the engine's own plan-finished and capacity checks)."""
+        return self.suspend_at_segments and (self.suspend_when is None or self.suspend_when(self.gen_id, calls))
 
 
 @dataclass(frozen=True)

@@ -311,8 +311,8 @@ class SimEngine:
                 k = g.segment
                 g.segment += 1
                 plan_done = g.segment == len(g.ends)
-                stop = not plan_done and g.spec.suspend_at_segments and g.generated < g.spec.max_tokens
                 seg = g.prompt.segments[k]
+                stop = not plan_done and g.generated < g.spec.max_tokens and g.spec.suspend_wanted(seg.calls)
                 start = g.ends[k - 1] if k else 0
                 events.append(SegmentEvent(gid, it.end, k, seg.text, seg.calls,
                                            tuple(range(start, g.generated)), stop, final=plan_done))

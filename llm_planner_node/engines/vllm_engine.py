@@ -8,7 +8,8 @@ How a generation runs (TimelyLLM 4.1, "context switching"):
   ``TokensPrompt(prompt_ids)`` with greedy sampling, prefix caching on.
 - Every streamed output's new token ids go through an incremental detokeniser into the
   generation's segmenter (O(new text) per token). When a segment completes, its token ids are
-  kept up to and including the token that completed it; with ``suspend_at_segments`` the
+  kept up to and including the token that completed it; with ``suspend_at_segments`` (and the
+  spec's ``suspend_when`` gate, or more requests running than ``max_num_seqs``) the
   request is aborted there (any token the engine produced past the boundary is dropped: greedy
   decoding reproduces it on resume).
 - ``resume``: ``TokensPrompt(prompt_ids + generated_ids)``: never re-tokenised text, so the
@@ -523,8 +524,9 @@ class VllmEngine:
                 report()
                 cached, n = None, 0
                 plan_may_continue = not (last_output and i == len(new) - 1)
-                suspend = (gen.spec.suspend_at_segments and plan_may_continue
-                           and len(gen.kept) < gen.spec.max_tokens and not self._grammar_mid_char(gen))
+                suspend = (plan_may_continue and len(gen.kept) < gen.spec.max_tokens
+                           and not self._grammar_mid_char(gen) and gen.spec.suspend_at_segments
+                           and (gen.spec.suspend_wanted(segments[-1].calls) or self._over_batch()))
                 for s in segments:
                     self._emit_segment(gen, s, now, suspended=suspend)
                 if suspend:
@@ -533,6 +535,14 @@ class VllmEngine:
         if n:
             report()
         return False
+
+    def _over_batch(self) -> bool:
+        """A goal waits inside vLLM for its first token: more generations run here than vLLM
+        batches at once (``max_num_seqs``) and one of them has produced nothing yet, so a
+        boundary suspension lets it start (the engine-side half of the core's
+        ``suspend_when`` rule: a goal waiting for its first segment)."""
+        running = [g for g in self._gens.values() if g.running]
+        return len(running) > self.params.max_num_seqs and any(not g.kept for g in running)
 
     def _emit_segment(self, gen: _Gen, seg: Any, now: float, *, suspended: bool, final: bool = False) -> None:
         ids = tuple(gen.kept[gen.seg_start:])

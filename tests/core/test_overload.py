@@ -9,6 +9,7 @@ from llm_planner_node.core.clock import VirtualClock
 from llm_planner_node.core.exec_table import TableExecutionTime
 from llm_planner_node.core.planner import Planner, PlannerConfig, QueueFull
 from llm_planner_node.core.policies import get_policy
+from llm_planner_node.core.skills import SkillCall
 from llm_planner_node.core.task_model import EndKind, GenState
 from llm_planner_node.engines.sim_engine import SimEngine
 from llm_planner_node.sim.simulation import simulate
@@ -80,7 +81,7 @@ def test_simulation_reports_refused_goals():
 
 
 def test_late_goal_streams_its_plan_and_on_time_goal_suspends():
-    on_time = simulate([Arrival(0.0, goal_for(1, "drone0"))], "timelyllm")
+    on_time = simulate([Arrival(0.0, goal_for(1, "drone0"))], "timelyllm", admission="literal")
     assert on_time.engine.resume_hits + on_time.engine.resume_misses == 3  # suspended per segment
     clock, planner, _ = _planner("improved")
     rid = planner.submit(goal_for(6, "drone0"))
@@ -91,3 +92,69 @@ def test_late_goal_streams_its_plan_and_on_time_goal_suspends():
     rid2 = planner2.submit(goal_for(6, "drone0"))
     clock2.advance_to(0.3)
     assert planner2._suspends(planner2.requests[rid2], clock2.now())
+
+
+def _resumes(result):
+    return result.engine.resume_hits + result.engine.resume_misses
+
+
+def test_contended_rule_suspends_only_while_work_waits():
+    """``suspend="contended"`` (improved): a lone goal streams its 4 segments (nothing waits
+    for the engine, so a suspension would only cost a resume); ``always`` suspends it 3 times."""
+    lone = [Arrival(0.0, goal_for(1, "drone0"))]
+    assert _resumes(simulate(lone, "timelyllm")) == 0
+    assert _resumes(simulate(lone, "timelyllm", admission=make_admission("improved", suspend="always"))) == 3
+    assert _resumes(simulate(lone, "timelyllm", admission="literal")) == 3
+
+
+def test_contended_rule_suspends_while_ready_goals_wait():
+    """A batch of one: while a second goal waits, the running goal suspends at its first
+    boundary and the waiting goal starts; once nothing waits, generations stream on."""
+    adm = make_admission("improved", fill_batch=1, per_step=1, max_batch=1)
+    clock, planner, sink = _planner(adm)
+    a = planner.submit(goal_for(1, "drone0"))
+    planner.tick()
+    assert not planner._contended()  # a started with nothing waiting (not streamed as backlog)
+    b = planner.submit(goal_for(1, "drone1"))
+    planner.tick()
+    assert planner._running.keys() == {a} and planner._contended()  # b was left waiting
+    engine = planner.engine
+    suspended = []
+    for _ in range(2000):
+        engine.start_iteration()
+        end = engine.in_flight_end()
+        if end is None:
+            break
+        clock.advance_to(end)
+        for ev in engine.step():
+            if getattr(ev, "suspended", False):
+                suspended.append((ev.gen_id, ev.index))
+            planner._handle(ev)
+        planner._schedule()
+    assert suspended[0] == (a, 0)  # a gave the engine to b at its first boundary
+    assert planner.requests[b].state is not GenState.QUEUED
+    assert not planner._contended()
+    with pytest.raises(ValueError, match="suspend must be one of"):
+        make_admission("improved", suspend="never")
+
+
+def test_contended_rule_without_a_waiting_first_segment_suspends_only_with_robot_slack():
+    """Only resumes wait: suspend after a segment whose predicted execution (plus the network
+    latency) covers G(s_{k+1}), the time to write the next segment after a resume; stream on
+    after a shorter one (its robot would wait for the next segment whatever the order)."""
+    clock, planner, _ = _planner("improved")
+    rid = planner.submit(goal_for(1, "drone0"))
+    planner.tick()
+    fwd = (SkillCall("move_forward", (100,)),)
+    e = planner.exec_model.predict("drone0", "drone", fwd) + planner.config.network_latency_s
+    assert e > 0.5  # a drone's 1 m move takes seconds
+    planner._first_waiting, planner._backlog = False, True
+    assert planner.segment_time.estimate("drone", 1) == pytest.approx(0.09)  # the profiled default
+    assert planner._suspend_here(rid, fwd)
+    for _ in range(40):  # resumed segments measured slower than the move: no slack left
+        planner.segment_time.observe("drone", 1, e + 1.0)
+    assert not planner._suspend_here(rid, fwd)
+    planner._first_waiting = True  # a goal waits for its first response: hand the engine over
+    assert planner._suspend_here(rid, fwd)
+    planner._first_waiting = planner._backlog = False  # nothing waits
+    assert not planner._suspend_here(rid, fwd)

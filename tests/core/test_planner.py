@@ -61,7 +61,7 @@ def test_vllm_dispatches_whole_plan_at_end_stream_as_generated():
     arr = [Arrival(0.0, goal_for(1, "drone0"))]  # 4 segments
     whole = simulate(arr, "vllm")
     stream = simulate(arr, "vllm-stream")
-    seg = simulate(arr, "seg-fcfs")
+    seg = simulate(arr, "seg-fcfs", admission="literal")  # suspends at every boundary
     assert len(set(_dispatch_times(whole, 0))) == 1
     assert len(set(_dispatch_times(stream, 0))) == 4
     # same tokens, same finish of generation: streaming only moves dispatch earlier

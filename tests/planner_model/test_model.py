@@ -12,6 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS
 from llm_planner_node.planner_model import DEFAULT_MODEL_PATH
@@ -151,3 +153,45 @@ def test_vllm_loads_model_and_gives_same_greedy_plans(tmp_path):
     assert p.returncode == 0 and line, p.stderr[-3000:]
     texts = json.loads(line[0][len("RESULT"):])
     assert [t.strip() for t in texts] == [e.plan for e in canonical_examples()]
+
+
+class _DecodeOnly:
+    """The tokenizer seen through ``decode`` only: the detokeniser's Python window path."""
+
+    def __init__(self, tok) -> None:
+        self.decode = tok.decode
+
+
+def _pieces(tok, ids):
+    det = IncrementalDetokenizer(tok)
+    return [det.push(t) for t in ids], det
+
+
+def test_decode_stream_and_window_paths_emit_the_same_pieces_on_the_corpus(tokenizer):
+    """The Rust DecodeStream path (fast tokenizers) and the Python window path emit the same
+    text piece for piece on every corpus plan, and the whole equals tokenizer.decode."""
+    assert IncrementalDetokenizer(tokenizer)._stream is not None
+    assert IncrementalDetokenizer(_DecodeOnly(tokenizer))._stream is None
+    plans = sorted({e.plan for e in generate_corpus() + canonical_examples()})
+    for plan in plans[:400]:
+        ids = tokenizer(" " + plan, add_special_tokens=False)["input_ids"]
+        fast, det = _pieces(tokenizer, ids)
+        slow, _ = _pieces(_DecodeOnly(tokenizer), ids)
+        assert fast == slow, plan
+        assert det.text == tokenizer.decode(ids, skip_special_tokens=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab ,;{}()_=?->0123456789") + ["é", "→", "😀", "中", "\n"]),
+                    min_size=1, max_size=40),
+       cut=st.integers(min_value=0, max_value=3))
+def test_decode_stream_holds_back_split_characters_like_the_window(tokenizer, text, cut):
+    """Multi-byte characters split over byte tokens: both paths hold back the incomplete
+    character and emit the same pieces; nothing is lost or emitted twice."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = ids[: len(ids) - cut] if cut < len(ids) else ids
+    fast, det = _pieces(tokenizer, ids)
+    slow, _ = _pieces(_DecodeOnly(tokenizer), ids)
+    assert fast == slow
+    full = tokenizer.decode(ids, skip_special_tokens=True)
+    assert full.startswith(det.text) and (det.text == full or full.endswith("\ufffd"))

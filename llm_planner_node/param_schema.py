@@ -64,7 +64,8 @@ _DESCRIPTIONS: dict[str, str] = {
     "network_latency_s": "added to each segment's dispatch time (seconds), for a robot over a network",
     "constrained_decoding": "grammar (vLLM decodes under the skill set's plan grammar) or off (free decoding)",
     "admission": "batch admission of segmented policies (vllm-stream, seg-fcfs, seg-edf, timelyllm): "
-                 "literal (TimelyLLM 4.4 as written) or improved (ours: keeps the engine busy under overload)",
+                 "literal (TimelyLLM 4.4 as written) or improved (ours: keeps the engine busy under overload, suspends "
+                 "a plan at a segment only while the engine is contended)",
     "hopeless": "goals that can no longer earn utility > 0 (segmented policies): keep (policy order), "
                 "last (served after the others) or shed (ended at once with status SHED)",
     ROBOT_IDS: "ids of the fleet's robots; each has robots.<id>.kind, skill_set, adapter and host",

@@ -421,10 +421,6 @@ class Planner:
         busy = self.exec_model.predict(req.goal.robot_id, kind, calls) + self.config.network_latency_s
         return busy >= self.segment_time.estimate(kind, 1)
 
-    def _contended(self) -> bool:
-        """Ready generations were left waiting by the last decision."""
-        return self._backlog
-
     def _shed(self, req: Request, now: float) -> None:
         """End a goal that has not started and can no longer gain utility (overload)."""
         w = now + self.segment_time.estimate(req.goal.robot_kind, 0) + self.config.network_latency_s - req.arrival

@@ -114,10 +114,10 @@ def test_contended_rule_suspends_while_ready_goals_wait():
     clock, planner, sink = _planner(adm)
     a = planner.submit(goal_for(1, "drone0"))
     planner.tick()
-    assert not planner._contended()  # a started with nothing waiting (not streamed as backlog)
+    assert not planner._backlog  # a started with nothing waiting (not streamed as backlog)
     b = planner.submit(goal_for(1, "drone1"))
     planner.tick()
-    assert planner._running.keys() == {a} and planner._contended()  # b was left waiting
+    assert planner._running.keys() == {a} and planner._backlog and planner._first_waiting  # b waits
     engine = planner.engine
     suspended = []
     for _ in range(2000):
@@ -133,7 +133,7 @@ def test_contended_rule_suspends_while_ready_goals_wait():
         planner._schedule()
     assert suspended[0] == (a, 0)  # a gave the engine to b at its first boundary
     assert planner.requests[b].state is not GenState.QUEUED
-    assert not planner._contended()
+    assert not planner._backlog and not planner._first_waiting
     with pytest.raises(ValueError, match="suspend must be one of"):
         make_admission("improved", suspend="never")
 

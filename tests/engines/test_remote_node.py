@@ -40,10 +40,10 @@ def fleet_yaml(path: Path, examples) -> Path:
     simulated robot per goal; kind and servers come from the command line."""
     p = REMOTE_PARAMS
     path.write_text(yaml.safe_dump({
-        # literal admission: every plan suspends at each segment and resumes after its robot
-        # acted, so the burst keeps streams open on both servers for seconds (under the
-        # improved rule 16 uncontended plans stream to the end in well under a second)
-        "planner": {"policy": "timelyllm", "admission": "literal", "max_tokens": MAX_TOKENS,
+        # a fixed batch of 8: 16 goals contend, so plans run on both servers at once and suspend
+        # at every segment (a fixed batch always does) for seconds of burst; 16 uncontended plans
+        # under the improved admission would stream to the end in well under a second
+        "planner": {"policy": "timelyllm", "batching": {"mode": "fixed", "max_batch": 8}, "max_tokens": MAX_TOKENS,
                     "engine": {"model": p.model, "max_model_len": p.max_model_len, "block_size": p.block_size,
                                "kv_cache_gib": p.kv_cache_gib, "max_num_seqs": p.max_num_seqs}},
         "robots": [{"id": f"r{i:02d}", "kind": ex.robot_kind, "adapter": "sim"} for i, ex in enumerate(examples)],

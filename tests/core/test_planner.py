@@ -146,6 +146,7 @@ class PreemptFirst(Policy):
     name = "test-preempt"
     suspends_at_segments = False
     dispatches_early = True
+    decides_on_empty_queue = True  # it preempts with nothing queued
 
     def __init__(self):
         super().__init__()
@@ -239,3 +240,31 @@ def test_restart_engine_ends_only_what_the_dead_engine_held():
     assert planner.requests[queued].state is GenState.QUEUED and planner.requests[queued].end is None
     planner.tick()
     assert planner.requests[queued].state is GenState.RUNNING
+
+
+def test_every_policy_that_overrides_decide_decides_on_an_empty_queue():
+    """The planner skips the decision on an empty queue unless the policy keeps per-step state
+    in ``decide``: every policy overriding it must say so."""
+    from llm_planner_node.core.policies.base import REGISTRY
+
+    for name, cls in REGISTRY.items():
+        if cls.decide is not Policy.decide:
+            assert cls.decides_on_empty_queue, name
+
+
+@pytest.mark.parametrize("policy", ["timelyllm", "vllm", "trail", "seg-edf"])
+def test_skipping_the_empty_queue_decision_changes_no_schedule(policy):
+    """Without per-step state, a decision on an empty queue decides nothing: a WID2 run (4x its
+    event rate, so queues form and drain) is identical with and without it."""
+    from dataclasses import replace
+
+    from llm_planner_node.sim.workload import WORKLOADS, generate
+
+    arrivals = generate(replace(WORKLOADS["WID2"], eps=1.0, duration_s=60.0), seed=3)
+    skipped = simulate(arrivals, policy)
+    forced = get_policy(policy)
+    forced.decides_on_empty_queue = True  # decide at every step, as before
+    full = simulate(arrivals, forced)
+    assert skipped.dispatch_log == full.dispatch_log
+    assert [(r.state, r.ended_at) for r in skipped.requests] == [(r.state, r.ended_at) for r in full.requests]
+    assert len(skipped.dispatch_log) > 100

@@ -83,6 +83,12 @@ class Policy(ABC):
     engine_iteration: ClassVar[str | None] = None
     #: uses the admission shared by segmented policies (``admission=``), not a fixed batch
     shared_admission: ClassVar[bool] = False
+    #: ``decide`` must run at every step even with nothing queued (it keeps per-step state:
+    #: LTR's starvation counts, LAMPS's running context, hybrid's client slots). Otherwise the
+    #: planner skips the decision on an empty queue: the base ``decide`` then returns only
+    #: preemptions, and the preemptions here (Trail, LTR) need a queued job to take the freed
+    #: slot (a policy that preempts with nothing queued sets this too).
+    decides_on_empty_queue: ClassVar[bool] = False
 
     def __init__(self, max_batch: int | None = None,
                  admission: str | LatencyGuided | None = None) -> None:

@@ -41,6 +41,7 @@ def lpt_assign(sizes: np.ndarray, loads: np.ndarray) -> np.ndarray:
 @register
 class Hybrid(Policy):
     name = "hybrid"
+    decides_on_empty_queue = True  # per-step state in decide
     suspends_at_segments = False
     dispatches_early = False
     engine_iteration = "pd-marginal"

@@ -91,6 +91,7 @@ def first_fit(order: np.ndarray, kv_need: np.ndarray, free_kv: int) -> np.ndarra
 @register
 class LAMPS(Policy):
     name = "lamps"
+    decides_on_empty_queue = True  # per-step state in decide
     suspends_at_segments = True
     dispatches_early = True
 

@@ -53,6 +53,7 @@ class Starvation:
 @register
 class LTR(Policy):
     name = "ltr"
+    decides_on_empty_queue = True  # per-step state in decide
     suspends_at_segments = False
     dispatches_early = False
 

@@ -41,8 +41,8 @@ a boundary only if it returns True for the segment just completed (its skill cal
 when the boundary is reached, from the engine's own thread (a live engine also suspends while
 it holds more generations than its batch can run and one of them waits for its first token).
 When a plan ends (end of sequence, plan terminator, max tokens) the engine reports its last
-segment (if any text remains) and then :class:`FinishedEvent`. What a boundary means for dispatch is the
-core's business (policy flags), not the engine's.
+segment (if any text remains) and then :class:`FinishedEvent`. What a boundary means for
+dispatch is the core's business (policy flags), not the engine's.
 """
 
 from __future__ import annotations

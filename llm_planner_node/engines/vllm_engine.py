@@ -9,8 +9,8 @@ How a generation runs (TimelyLLM 4.1, "context switching"):
 - Every streamed output's new token ids go through an incremental detokeniser into the
   generation's segmenter (O(new text) per token). When a segment completes, its token ids are
   kept up to and including the token that completed it; with ``suspend_at_segments`` (and the
-  spec's ``suspend_when`` gate, or more requests running than ``max_num_seqs``) the
-  request is aborted there (any token the engine produced past the boundary is dropped: greedy
+  spec's ``suspend_when`` gate open, or a goal waiting inside vLLM for its first token:
+  :meth:`VllmEngine._over_batch`) the request is aborted there (any token the engine produced past the boundary is dropped: greedy
   decoding reproduces it on resume).
 - ``resume``: ``TokensPrompt(prompt_ids + generated_ids)``: never re-tokenised text, so the
   token sequence is exactly the one an unsegmented generation would have; the prefix cache

@@ -157,8 +157,7 @@ class FinishLaterActionServer(ActionServer):
                 accepted = False
             else:
                 self._goal_handles[bytes(goal_uuid.uuid)] = goal_handle
-                self._result_futures[bytes(goal_uuid.uuid)] = Future()
-                self.add_future(self._result_futures[bytes(goal_uuid.uuid)])
+                self._result_futures[bytes(goal_uuid.uuid)] = Future()  # untracked: see add_future
         response_msg = self._action_type.Impl.SendGoalService.Response()
         response_msg.accepted = accepted
         response_msg.stamp = goal_info.stamp
@@ -247,6 +246,20 @@ class FinishLaterActionServer(ActionServer):
                 self._handle.send_cancel_response(request_header, response)
             return
         await super()._execute_cancel_request(request_header_and_message)
+
+    # -- result futures the executor does not track -----------------------------------------------
+    # rclpy registers each goal's result future with the server until the goal expires
+    # (``result_timeout``, 10 s after its end), and its executor re-binds every registered future
+    # (``Future._set_executor``) each time the server executes anything: with bursts of 64 goals
+    # that is a few hundred calls per goal request, result request and cancel. Untracked, a
+    # result future runs its done callback (rclpy's ``_send_result_response``, under the server's
+    # lock) at once in the thread that sets the result (:meth:`finish_goal`), or in the executor's
+    # thread for a result requested after the goal ended: one executor wake-up less per goal.
+    def add_future(self, future: Any) -> None:
+        pass
+
+    def remove_future(self, future: Any) -> None:
+        pass
 
     def finish_goal(self, goal_handle: Any, result: Any) -> None:
         """Send ``result`` for a goal whose handle is already in its terminal state."""

@@ -52,7 +52,8 @@ the first request or goal is sent):
   process (vLLM V1) and is not in these numbers.
 
 - ``sent_s`` / ``send_runqueue_wait_s``: the client's time to send the burst, and how much of it
-  its thread was runnable but waiting for a core. ``sched_s`` (per burst, raw and node): CPU
+  its thread was runnable but waiting for a core. ``node_<policy>_client_cpu_s``: CPU seconds of
+  the client's whole process over the burst (it shares the machine's cores with the node). ``sched_s`` (per burst, raw and node): CPU
   seconds and run-queue wait seconds of this process (``self``), vLLM's engine core and its
   worker (``/proc/<pid>/task/*/schedstat``): on a CPU host the worker's wait is the forward pass
   stalled by other threads on its core (engines/cpu_placement.py). ``goal_times``: per goal,
@@ -314,6 +315,8 @@ class NodeBurst:
     sched_s: dict[str, list[float]] = field(default_factory=dict)
     #: the raw burst run just before this one (same goals, same engine)
     raw_s: float | None = None
+    #: CPU seconds of the client's process (every thread) over the burst
+    client_cpu_s: float | None = None
     statuses: dict[str, int] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     #: where a segment's time goes, mean over the segments of SUCCEEDED goals (from the results):
@@ -358,6 +361,7 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
     from ..client import STATUS_NAMES
 
     cpu0 = thread_cpu()
+    proc0 = time.process_time()
     t0 = time.monotonic()
     wait0 = thread_runqueue_wait()
     handles = [client.send(g.robot_id, g.instruction, robot_kind=g.robot_kind, task_type=g.task_type, tuf=g.tuf)
@@ -370,6 +374,7 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
     t_end = time.monotonic()
     time.sleep(0.05)  # a feedback published just before its result may be a moment behind it
     cpu = cpu_delta(cpu0, thread_cpu(), labels)
+    client_cpu = time.process_time() - proc0
     ends: list[float] = []
     arrived: list[float] = []
     firsts: list[float] = []
@@ -419,7 +424,7 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
         results=results, succeeded=succeeded, feedback_complete=complete, feedback=feedback, segments=segments,
         arrivals_seen=seen, last_result_s=t_end - t0, cpu_s=cpu, statuses=statuses, messages=messages,
         arrival_first_s=min(arrived) if arrived else None, arrival_last_s=max(arrived) if arrived else None,
-        sent_s=sent_s, send_runqueue_wait_s=send_wait, goal_times=goal_times)
+        sent_s=sent_s, send_runqueue_wait_s=send_wait, goal_times=goal_times, client_cpu_s=client_cpu)
 
 
 def client_process_main() -> None:
@@ -598,7 +603,7 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
                                     f"{b.first_segment_s or float('nan'):.3f} s, {b.succeeded}/{n} SUCCEEDED, "
                                     f"{b.results} results, feedback {b.feedback}/{b.segments}, sent in {b.sent_s or 0:.3f} s, goals arrived "
                                     f"{b.arrival_first_s or 0:.3f}-{b.arrival_last_s or 0:.3f} s, planner spin CPU "
-                                    f"{b.cpu_s.get(PLANNER_SPIN, 0.0):.2f} s; per segment (mean) "
+                                    f"{b.cpu_s.get(PLANNER_SPIN, 0.0):.2f} s, client CPU {b.client_cpu_s or 0:.2f} s; per segment (mean) "
                                     + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in b.segment_s.items())
                                     + (f"; {b.messages}" if b.messages else ""))
                                 wait_idle(fleet)
@@ -634,6 +639,7 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             row[f"node_{p}_segment_s"] = {k: _median([b.segment_s[k] for b in bs if k in b.segment_s])
                                           for k in ("wait", "generate", "robot_idle")}
             row[f"node_{p}_spin_cpu_s_per_goal"] = statistics.median(b.spin_cpu_s_per_goal for b in bs)
+            row[f"node_{p}_client_cpu_s"] = _median([b.client_cpu_s for b in bs])
             row[f"node_{p}_sched_s"] = _sched_median([b.sched_s for b in bs])
             row[f"node_{p}_thread_cpu_s"] = {k: statistics.median(b.cpu_s.get(k, 0.0) for b in bs)
                                              for k in sorted({k for b in bs for k in b.cpu_s})}

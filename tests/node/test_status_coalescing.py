@@ -24,7 +24,7 @@ def test_a_burst_of_goals_gets_few_status_arrays_and_every_final_state(ros_conte
 
     params = parse_params({"planner": {"policy": "timelyllm", "engine": {"kind": "sim"}},
                            "robots": [{"id": f"d{i}", "kind": "drone", "adapter": "sim"} for i in range(N)]})
-    with running_fleet(params, time_scale=0.02, context=ros_context):
+    with running_fleet(params, time_scale=0.02, context=ros_context) as fleet:
         client = GoalClient(ros_context)
         arrays: list[tuple[float, GoalStatusArray]] = []
         client.node.create_subscription(GoalStatusArray, "/plan_task/_action/status",
@@ -42,6 +42,9 @@ def test_a_burst_of_goals_gets_few_status_arrays_and_every_final_state(ros_conte
             elapsed = time.monotonic() - t0
             assert [r.status for r in results] == [0] * N, [r.message for r in results if r.status]
             assert all(h.action_status() == 4 for h in handles)  # SUCCEEDED on the status array
+            # neither end registers its request futures with the executor (node.py, client.py), so
+            # an executor round costs the same with 0 or N goals in flight
+            assert fleet.planner._server._futures == [] and client.client._futures == []
         client.destroy()
     ids = {h.goal_id for h in handles}
     last = {}

@@ -62,7 +62,7 @@ class GoalHandle:
 
     def action_status(self, within_s: float = 1.0) -> int:
         """The goal's ``action_msgs/GoalStatus`` as the server's status array reports it. The
-        planner publishes that array coalesced (at most every 50 ms), so it may show a goal's
+        planner publishes that array coalesced (at most every 100 ms), so it may show a goal's
         terminal state a moment after its result: for an ended goal, wait up to ``within_s``
         for the array to show SUCCEEDED (4), CANCELED (5) or ABORTED (6)."""
         deadline = time.monotonic() + within_s

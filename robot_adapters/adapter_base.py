@@ -256,7 +256,7 @@ class AdapterCore:
                 return
             g.seen.add(seg.sequence)
             g.pending[seg.sequence] = seg
-            if self._started and not self._busy_locked():
+            if self._current is None and not self._halting and self._started and not self._stop:
                 # the robot is free: the segment may begin at once, and one report (EXECUTING)
                 # then says both "received" and "started" (a third of the statuses of a plan)
                 self._unacked[(seg.goal_id, seg.sequence)] = None
@@ -347,29 +347,29 @@ class AdapterCore:
         """On the loop: start a pending halt or the next segment, if the robot is free."""
         with self._cv:
             self._kicked = False
-            try:
-                if self._busy_locked():
-                    return
-                halt = seg = None
-                if self._halts:
-                    halt = self._halts.popleft()
-                    self._halting = True
-                else:
-                    seg = self._next_locked()
-                    if seg is None:
-                        self._gc_locked()
-                        wait = self._wait_s()
-                        self.loop.cancel(self._gap_timer)
-                        self._gap_timer = None if wait is None else self.loop.call_later(wait, self._kick)
-                        return
-                    # claimed under the same lock hold that popped it
-                    self._current = (seg.goal_id, seg.sequence)
-                    self._unacked.pop(self._current, None)
-                    self._cancel.clear()
-                    self._timed_out = False
-                    g = self._goals[seg.goal_id]
-            finally:  # whatever this look decided, the segments left waiting are acknowledged
+            if self._stop or self._current is not None or self._halting:
                 self._ack_waiting_locked()
+                return
+            halt = seg = None
+            if self._halts:
+                halt = self._halts.popleft()
+                self._halting = True
+            else:
+                seg = self._next_locked()
+                if seg is None:
+                    self._ack_waiting_locked()
+                    self._gc_locked()
+                    wait = self._wait_s()
+                    self.loop.cancel(self._gap_timer)
+                    self._gap_timer = None if wait is None else self.loop.call_later(wait, self._kick)
+                    return
+                # claimed under the same lock hold that popped it
+                self._current = (seg.goal_id, seg.sequence)
+                self._unacked.pop(self._current, None)
+                self._cancel.clear()
+                self._timed_out = False
+                g = self._goals[seg.goal_id]
+            self._ack_waiting_locked()
         if halt is not None:
             try:
                 self.executor.start_halt(lambda value, err: self._halt_done(halt, value, err), self.loop)
@@ -381,10 +381,6 @@ class AdapterCore:
             self._begin(seg, g)
         except Exception as e:  # noqa: BLE001 - never leave the robot stuck
             self._unexpected(seg, g, e)
-
-    def _busy_locked(self) -> bool:
-        """The robot cannot begin a segment now: stopping, running one, or halting."""
-        return self._stop or self._current is not None or self._halting
 
     def _ack_waiting_locked(self) -> None:
         """RECEIVED for each segment :meth:`submit` left unacknowledged that still waits (the robot

@@ -53,11 +53,10 @@ the first request or goal is sent):
 
 - ``sent_s`` / ``send_runqueue_wait_s``: the client's time to send the burst, and how much of it
   its thread was runnable but waiting for a core. ``node_<policy>_client_cpu_s``: CPU seconds of
-  the client's whole process over the burst (it shares the machine's cores with the node).
-  ``sched_s`` (per burst, raw and node): CPU seconds and run-queue wait seconds of this process
-  (``self``), vLLM's engine core and its worker (``/proc/<pid>/task/*/schedstat``): on a CPU
-  host the worker's wait is the forward pass stalled by other threads on its core
-  (engines/cpu_placement.py). ``goal_times``: per goal,
+  the client's whole process over the burst (it shares the machine's cores with the node). ``sched_s`` (per burst, raw and node): CPU
+  seconds and run-queue wait seconds of this process (``self``), vLLM's engine core and its
+  worker (``/proc/<pid>/task/*/schedstat``): on a CPU host the worker's wait is the forward pass
+  stalled by other threads on its core (engines/cpu_placement.py). ``goal_times``: per goal,
   arrival, start of generation and end of its last segment, after ``t0``, and the seconds its
   robot executed the segments before the last (a plan resumed just in time cannot be generated
   sooner than that; raw: ``times``, first and last output per request).

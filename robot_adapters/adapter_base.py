@@ -20,8 +20,6 @@ Rules a core enforces
 ---------------------
 * **Order**: segments of a goal run in ``sequence`` order 0, 1, 2, ...; a segment that arrives
   early is queued (status RECEIVED) until its predecessors ran. Goals run in order of arrival.
-  A segment that begins as soon as it arrives (the robot was free) gets no RECEIVED: its first
-  report, EXECUTING (or FAILED if refused), acknowledges it.
 * **Duplicates** (a sequence already received or executed) are ignored and counted.
 * **Gaps**: if the missing sequence has not arrived ``gap_timeout_s`` after a later one, the goal
   fails (FAILED "segment k never arrived") and its queued segments are dropped: a plan is never
@@ -190,10 +188,6 @@ class AdapterCore:
         self._halting = False
         self._shutting_down = False
         self._last_status: dict[tuple[str, int], StatusEvent] = {}  # latest report per (goal, sequence)
-        # segments submitted to a free robot, not acknowledged yet: the loop's next look either
-        # begins one (its first report, EXECUTING or FAILED, is the acknowledgement) or reports
-        # RECEIVED for those that wait (:meth:`_ack_waiting_locked`)
-        self._unacked: dict[tuple[str, int], None] = {}
         self._timed_out = False
         self._stop = False
         self._started = False
@@ -256,12 +250,7 @@ class AdapterCore:
                 return
             g.seen.add(seg.sequence)
             g.pending[seg.sequence] = seg
-            if self._current is None and not self._halting and self._started and not self._stop:
-                # the robot is free: the segment may begin at once, and one report (EXECUTING)
-                # then says both "received" and "started" (a third of the statuses of a plan)
-                self._unacked[(seg.goal_id, seg.sequence)] = None
-            else:
-                self._emit(seg.goal_id, seg.sequence, STATE_RECEIVED)
+            self._emit(seg.goal_id, seg.sequence, STATE_RECEIVED)
             self._kick()
 
     def _repeat_status(self, seg: SegmentIn) -> None:
@@ -348,7 +337,6 @@ class AdapterCore:
         with self._cv:
             self._kicked = False
             if self._stop or self._current is not None or self._halting:
-                self._ack_waiting_locked()
                 return
             halt = seg = None
             if self._halts:
@@ -357,7 +345,6 @@ class AdapterCore:
             else:
                 seg = self._next_locked()
                 if seg is None:
-                    self._ack_waiting_locked()
                     self._gc_locked()
                     wait = self._wait_s()
                     self.loop.cancel(self._gap_timer)
@@ -365,11 +352,9 @@ class AdapterCore:
                     return
                 # claimed under the same lock hold that popped it
                 self._current = (seg.goal_id, seg.sequence)
-                self._unacked.pop(self._current, None)
                 self._cancel.clear()
                 self._timed_out = False
                 g = self._goals[seg.goal_id]
-            self._ack_waiting_locked()
         if halt is not None:
             try:
                 self.executor.start_halt(lambda value, err: self._halt_done(halt, value, err), self.loop)
@@ -381,15 +366,6 @@ class AdapterCore:
             self._begin(seg, g)
         except Exception as e:  # noqa: BLE001 - never leave the robot stuck
             self._unexpected(seg, g, e)
-
-    def _ack_waiting_locked(self) -> None:
-        """RECEIVED for each segment :meth:`submit` left unacknowledged that still waits (the robot
-        is busy, halting, or the segment's predecessor has not arrived)."""
-        for gid, seq in self._unacked:
-            g = self._goals.get(gid)
-            if g is not None and seq in g.pending:
-                self._emit(gid, seq, STATE_RECEIVED)
-        self._unacked.clear()
 
     def _halt_done(self, goal_id: str, value: Any, err: BaseException | None) -> None:
         """Loop: the robot was brought to idle after its goal was stopped; report it."""

@@ -113,8 +113,7 @@ def test_out_of_order_segments_execute_in_order(harness):
     segs = {0: [T.validate("to")], 1: [T.validate("mf", [100]), T.validate("tc", [90])], 2: [T.validate("lnd")]}
     for seq in (2, 0, 1):  # published out of order
         harness.send("sim_1", "g1", seq, segs[seq], final=seq == 2, skill_set=T)
-    harness.wait(lambda m: len(_states(m, "sim_1", DONE)) >= 1)
-    harness.send("sim_1", "g1", 1, segs[1], skill_set=T)  # a duplicate, once segment 1 has a report
+    harness.send("sim_1", "g1", 1, segs[1], skill_set=T)  # a duplicate
     msgs = harness.wait(lambda m: len(_states(m, "sim_1", DONE)) == 3)
     done = _states(msgs, "sim_1", DONE)
     assert [m.sequence for m in done] == [0, 1, 2]
@@ -122,7 +121,7 @@ def test_out_of_order_segments_execute_in_order(harness):
     assert list(done[1].skill_names) == ["move_forward", "turn_cw"]
     assert len(done[1].skill_durations_s) == 2 and all(d >= 0.04 for d in done[1].skill_durations_s)
     # the duplicate is not executed again; the adapter answers it with its latest status for that
-    # segment (RECEIVED: it waited behind segment 0; 2 x EXECUTING, DONE + that one repeat)
+    # segment (RECEIVED, 2 x EXECUTING, DONE + that one repeat)
     assert core.duplicates == 1
     assert len([m for m in msgs if m.robot_id == "sim_1" and m.sequence == 1]) == 5
 
@@ -242,19 +241,3 @@ def test_shared_segment_topic_dispatches_by_robot_id(ros_context):
     assert sorted(set(done)) == ["sh_0", "sh_1", "sh_2"]
     assert all([c.name for c in core.executor.executed] == ["turn_cw"] for core in cores)
     assert adapter.not_hosted == 1
-
-
-def test_a_segment_that_begins_at_once_is_acknowledged_by_its_first_report(harness):
-    """Received-then-started in one report: a segment that reaches a free robot gets no RECEIVED,
-    its first status is EXECUTING; one that waits behind a running segment gets RECEIVED first
-    (the planner takes any report of a segment as its acknowledgement)."""
-    harness.add(_sim_core("sim_1", dur=0.3))
-    T = TELLO_MINISPEC
-    harness.send("sim_1", "g1", 0, [T.validate("to")], skill_set=T)
-    harness.wait(lambda m: len(m) >= 1)
-    harness.send("sim_1", "g1", 1, [T.validate("lnd")], final=True, skill_set=T)
-    msgs = harness.wait(lambda m: len(_states(m, "sim_1", DONE)) == 2)
-    states = {k: [m.state for m in msgs if m.sequence == k] for k in (0, 1)}
-    EXECUTING = 2
-    assert states[0] == [EXECUTING, DONE]
-    assert states[1] == [RECEIVED, EXECUTING, DONE]

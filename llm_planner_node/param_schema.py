@@ -54,6 +54,7 @@ _DESCRIPTIONS: dict[str, str] = {
     "engine.max_num_seqs": "most sequences vLLM runs in one iteration",
     "engine.enforce_eager": "run vLLM without graph capture",
     "engine.keep_off_worker_cores": "vllm-cpu: keep the planner's threads off the cores vLLM's worker is bound to",
+    "engine.colocate_engine_core": "vllm-cpu, worker on one core: run vLLM's engine core on that core too (needs keep_off_worker_cores)",
     "engine.seed": "sampling seed",
     "engine.servers": "kind remote: base URLs of `vllm serve` servers (timely-fleet serve-engine prints one)",
     "batching.mode": "adaptive (latency-guided batch size, TimelyLLM 4.4) or fixed (max_batch)",

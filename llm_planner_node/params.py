@@ -6,7 +6,7 @@ Schema (see config/fleet.yaml for a commented example)::
       policy: timelyllm            # any registered policy name
       engine: {kind: vllm|remote|sim, model: embedded|<HF model directory>, dtype, max_model_len, block_size,
                kv_cache_gib, tensor_parallel_size, data_parallel_size, max_num_seqs, enforce_eager, seed,
-               keep_off_worker_cores, servers: [url, ...] (kind remote)}
+               keep_off_worker_cores, colocate_engine_core, servers: [url, ...] (kind remote)}
       batching: {mode: adaptive|fixed, max_batch}
       tuf_presets: {<class>: {ert_s, alpha, beta}}
       max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s
@@ -81,6 +81,9 @@ class EngineParams:
     #: kind vllm on a CPU build: move the planner's process off the cores vLLM binds its worker to
     #: (llm_planner_node/engines/cpu_placement.py)
     keep_off_worker_cores: bool = True
+    #: kind vllm on a CPU build with the worker on one core: run vLLM's engine core on that core
+    #: too, leaving the planner the others (engines/cpu_placement.py); needs keep_off_worker_cores
+    colocate_engine_core: bool = True
     #: kind remote: the `vllm serve` base URLs (engines/remote_engine.py; `timely-fleet serve-engine`)
     servers: tuple[str, ...] = ()
 

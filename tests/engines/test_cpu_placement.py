@@ -1,6 +1,7 @@
-"""Keeping the planner's process off vLLM's CPU worker cores (engines/cpu_placement.py), on
-real processes and threads: a child process named like vLLM's worker and bound to one core, and
-threads of this process before and after the move."""
+"""Keeping the planner's process off vLLM's CPU worker cores and vLLM's engine core on them
+(engines/cpu_placement.py), on real processes and threads: child processes named like vLLM's
+worker (bound to one core) and engine core (with a second thread), and threads of this process
+before and after the move."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from llm_planner_node.engines.cpu_placement import keep_off, worker_cores
+from llm_planner_node.engines.cpu_placement import colocate_engine_core, engine_core_pids, keep_off, worker_cores
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                                 reason="needs Linux and at least 2 allowed cores")
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.s
 WORKER = ("import os, sys, time\n"
           "open('/proc/self/comm', 'w').write(sys.argv[1])\n"
           "os.sched_setaffinity(0, {int(c) for c in sys.argv[2].split(',')})\n"
+          "import threading; threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
           "print('ready', flush=True)\n"
           "time.sleep(60)\n")
 
@@ -75,3 +77,36 @@ def test_keep_off_moves_every_thread_and_restore_puts_them_back():
     # keeping off every allowed core would leave none: nothing moves
     keep_off(frozenset(allowed))()
     assert os.sched_getaffinity(0) == allowed
+
+
+def _process_cores(pid: int) -> list[set[int]]:
+    return [os.sched_getaffinity(int(t)) for t in os.listdir(f"/proc/{pid}/task")]
+
+
+def test_the_engine_core_joins_a_worker_bound_to_one_core_with_every_thread():
+    allowed = os.sched_getaffinity(0)
+    first = min(allowed)
+    worker, core = _child("VLLM::Worker", {first}), _child("VLLM::EngineCore", allowed)
+    try:
+        assert engine_core_pids() == [core.pid]  # by its name, cut to 15 characters by the kernel
+        assert len(_process_cores(core.pid)) == 2  # the child's main thread and its second thread
+        moved = colocate_engine_core(worker_cores())
+        assert moved == [core.pid]
+        assert _process_cores(core.pid) == [{first}, {first}]
+        assert os.sched_getaffinity(worker.pid) == {first}  # the worker is not touched
+    finally:
+        for p in (worker, core):
+            p.kill()
+            p.wait()
+
+
+def test_the_engine_core_stays_free_when_the_worker_computes_on_several_cores_or_none():
+    allowed = os.sched_getaffinity(0)
+    core = _child("VLLM::EngineCore", allowed)
+    try:
+        assert colocate_engine_core(frozenset(allowed)) == []  # several cores: an OpenMP team
+        assert colocate_engine_core(frozenset()) == []          # not bound (a GPU host)
+        assert _process_cores(core.pid) == [allowed, allowed]
+    finally:
+        core.kill()
+        core.wait()

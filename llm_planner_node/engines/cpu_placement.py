@@ -27,11 +27,13 @@ each read), so the kernel counts it as running and, when the worker's output arr
 after whichever planner thread holds the core. One worker core means one OpenMP thread: the
 engine core only adds its own steps to that core and stalls no thread team (with several worker
 cores it would hold back all of them at every barrier, so it is left free there). Measured with
-``timely-fleet bench live``, 64 goals at once on 2 cores (same hour, median of 3): the node with
-policy ``vllm`` took 0.71-0.75 s with the engine core on the worker's core against 0.82-0.92 s
-left free; a raw AsyncLLM burst, which has both cores to itself, took 0.67-0.71 s against
-0.60-0.63 s (it loses the overlap of bitmask and forward pass), so the benchmark measures raw
-vLLM with vLLM's own placement.
+``timely-fleet bench live``, 64 goals at once on 2 cores, the two placements alternating burst
+by burst (8 pairs per policy, one run): the node took 0.72 s (median) with the engine core on
+the worker's core against 0.81 s left free with policy ``vllm`` (faster in 7 of 8 pairs), and
+0.79 s against 0.88 s with ``timelyllm`` (6 of 8). A raw AsyncLLM burst, which has both cores to
+itself, is slower so placed (0.70-0.71 s against 0.57-0.61 s: it loses the overlap of the engine
+core's bitmasks with the forward pass), so the benchmark measures raw vLLM with vLLM's own
+placement.
 """
 
 from __future__ import annotations

@@ -527,7 +527,7 @@ def vllm_placement(engine: Any) -> Any:
     did not move it)."""
     from ..engines.cpu_placement import place_process
 
-    free = frozenset(engine.worker_cores | os.sched_getaffinity(0)) if engine.engine_core_pids else frozenset()
+    free = engine.worker_cores | os.sched_getaffinity(0)
     for pid in engine.engine_core_pids:
         place_process(pid, free)
     try:

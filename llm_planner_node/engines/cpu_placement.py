@@ -132,22 +132,6 @@ def colocate_engine_core(worker: frozenset[int], root_pid: int | None = None) ->
     return pids
 
 
-def _threads() -> list[int]:
-    try:
-        return [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return []
-
-
-def _move_threads(cores: set[int]) -> None:
-    """Allow every thread of this process exactly ``cores``."""
-    for tid in _threads():
-        try:
-            os.sched_setaffinity(tid, cores)
-        except OSError:  # the thread ended meanwhile
-            pass
-
-
 def keep_off(cores: frozenset[int] | set[int]) -> Callable[[], None]:
     """Run every thread of this process on its allowed cores minus ``cores`` (nothing changes
     if that leaves none); returns a function that puts every thread back on the cores it was
@@ -158,5 +142,6 @@ def keep_off(cores: frozenset[int] | set[int]) -> Callable[[], None]:
     rest = before - set(cores)
     if not rest:
         return lambda: None
-    _move_threads(rest)
-    return lambda: _move_threads(before)
+    me = os.getpid()
+    place_process(me, rest)
+    return lambda: place_process(me, before)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -87,6 +88,11 @@ class Servers:
         from llm_planner_node.serve_engine_cmd import stop_server
 
         stop_server(self.procs[i], hard=True)
+
+    def freeze(self, i: int, frozen: bool = True) -> None:
+        """SIGSTOP (SIGCONT with ``frozen=False``) the server and its engine: its streams stay open
+        and make no progress, so what runs there holds still while a test reads it."""
+        os.killpg(self.procs[i].pid, signal.SIGSTOP if frozen else signal.SIGCONT)
 
     def alive(self, i: int) -> bool:
         return self.procs[i] is not None and self.procs[i].poll() is None

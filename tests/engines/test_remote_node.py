@@ -1,9 +1,10 @@
 """Failover through the planner node (issue 16), as a user runs it: two ``vllm serve`` servers on
 loopback (conftest.py's ``vllm_servers``, shared with test_remote_engine.py), ``timely-fleet up
 --engine remote --server URL --server URL`` as its own process (planner and simulated robots), and
-an independent ROS client (GoalClient) that sends a burst of goals. One server is killed (SIGKILL)
-while it runs several of the burst's generations: every goal still ends SUCCEEDED with the plan
-the model writes, the planner logs each failover and its ``/diagnostics`` count them.
+an independent ROS client (GoalClient) that sends a burst of goals. A server seen stepping is
+frozen, and killed (SIGKILL) if the planner's ``/diagnostics`` then show streams of its running
+there: every goal still ends SUCCEEDED with the plan the model writes, the planner logs each
+failover and its ``/diagnostics`` count them.
 """
 
 from __future__ import annotations
@@ -113,30 +114,40 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
                               start_new_session=True)
     client = GoalClient(ros_context)
     diag = EngineDiagnostics(client.node)
-    handles, victim, streams_at_kill = [], None, 0
+    handles, victim, streams_at_kill, freezes = [], None, 0, 0
     try:
         with spinning(client.node, ros_context):
             assert client.wait_for_server(180), (client.wait_problem, log_path.read_text(errors="replace")[-3000:])
             t_ready = time.monotonic()
             handles = [client.send(f"r{i:02d}", ex.instruction, robot_kind=ex.robot_kind, task_type=f"task{ex.task_id}")
                        for i, ex in enumerate(examples)]
-            # kill a server while it runs at least two of the burst's generations, read from the
-            # server's own /metrics polled every ~50 ms: its running gauge is only set when the engine
-            # steps (it goes stale, not to 0, once the server is idle), so it counts only if the
-            # server's generated-token counter moved since the previous poll. (The planner's own
-            # count in /diagnostics is published once a second: too coarse for a burst of 4-7 s.)
+            # kill a server while it runs generations of the burst. A server seen stepping (its
+            # generated-token counter moved since the previous ~50 ms poll of its own /metrics) is
+            # frozen (SIGSTOP: its streams stay open and hold still), then the planner's /diagnostics
+            # published after the freeze say how many of the planner's streams run there ("ours"); if
+            # any, the server is killed (SIGKILL), else it resumes (SIGCONT) and the polling goes on.
+            # (Racing a live gauge against a 4-7 s burst missed the window on a slower machine.)
             deadline = time.monotonic() + 300
             last_tokens = [server_load(u)[1] for u in servers.urls]
             while victim is None and time.monotonic() < deadline and not all(h.done for h in handles):
                 for i, url in enumerate(servers.urls):
                     running, tokens = server_load(url)
                     stepped, last_tokens[i] = tokens > last_tokens[i] >= 0, tokens
-                    if stepped and running >= 2:
+                    if not (stepped and running >= 1):
+                        continue
+                    servers.freeze(i)
+                    freezes += 1
+                    seen = diag.messages
+                    ours = re.search(r"ours (\d+)", diag.wait_for(lambda v: diag.messages >= seen + 2, 10.0)
+                                     .get(f"server {url}", ""))
+                    if ours and int(ours.group(1)) >= 1:
                         servers.kill(i)
-                        victim, streams_at_kill = i, int(running)
+                        victim, streams_at_kill = i, int(ours.group(1))
                         break
+                    servers.freeze(i, frozen=False)
+                    last_tokens[i] = server_load(url)[1]
                 time.sleep(0.02)
-            assert victim is not None, "the burst ended before a server ran two of its generations"
+            assert victim is not None, "the burst ended before a server was caught running one of its generations"
             t_kill = time.monotonic()
             for h in handles:
                 h._done.wait(max(0.0, deadline - time.monotonic()))
@@ -145,6 +156,9 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
             seen = diag.messages
             final = diag.wait_for(lambda v: diag.messages >= seen + 2, 10.0)
     finally:
+        for i in range(len(servers.urls)):  # never leave a server frozen for the next test
+            if servers.alive(i):
+                servers.freeze(i, frozen=False)
         client.destroy()
         if up.poll() is None:
             os.killpg(up.pid, signal.SIGINT)
@@ -176,6 +190,6 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
     assert final[f"server {victim_url}"].startswith("down"), final
     assert "Traceback" not in log, tail
     print(f"\nup ready {t_ready - t_start:.1f} s after start; burst of {N_GOALS} goals: server {victim} killed "
-          f"{t_kill - t_ready:.1f} s in running {streams_at_kill} generations; {final['failovers']} failover(s) "
+          f"{t_kill - t_ready:.1f} s in running {streams_at_kill} generations (freeze {freezes}); {final['failovers']} failover(s) "
           f"logged and in /diagnostics; all {N_GOALS} SUCCEEDED, {t_end - t_ready:.1f} s for the burst; engine "
           f"diagnostics: {final}")

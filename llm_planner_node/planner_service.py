@@ -208,7 +208,18 @@ class PlannerService:
     def _post(self, command: Callable[[], None]) -> None:
         """Run ``command`` on the scheduler thread (its next slice of goal commands)."""
         self._cmds.put(command)
+        self._wake_up()
+
+    def _wake_up(self) -> None:
+        """A command or a status arrived: end the scheduler's idle wait, or its engine's wait (a
+        robot status is applied at once, not after the engine's next event)."""
         self._wake.set()
+        self._wake_engine()
+
+    def _wake_engine(self) -> None:
+        wake = getattr(self.planner.engine, "wake", None)  # optional in the engine contract
+        if wake is not None:
+            wake()
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -399,20 +410,23 @@ class PlannerService:
         if reason is None:
             try:
                 self._statuses.put_nowait(st)
-                self._wake.set()
+                self._wake_up()
                 return True
             except queue.Full:
                 reason = "status queue full"
         self.status_drops[reason] += 1
         return False
 
-    def _drain_statuses(self) -> None:
+    def _drain_statuses(self) -> int:
+        """Apply every queued status; returns how many."""
+        n = 0
         while True:
             try:
                 st = self._statuses.get_nowait()
             except queue.Empty:
-                return
+                return n
             self._handle_status(st)
+            n += 1
 
     def _handle_status(self, st: StatusIn) -> None:
         if st.state == IDLE:
@@ -484,13 +498,15 @@ class PlannerService:
                 # robot check), instead of stepping an idle engine every few milliseconds
                 self._wake.wait(max(0.0, min(next_check, next_stats) - self.clock.now()))
                 self._wake.clear()
-            self._drain_statuses()  # robot statuses first: never starved by goal commands
+            ran = self._drain_statuses()  # robot statuses first: never starved by goal commands
             try:
                 for _ in range(COMMAND_SLICE):  # a bounded slice of goal commands, then statuses again
                     self._cmds.get_nowait()()
-                    self._drain_statuses()
+                    ran += 1 + self._drain_statuses()
             except queue.Empty:
                 pass
+            if ran:  # what they changed is scheduled now, not after the engine's wait for an event
+                self._wake_engine()
             try:
                 self.planner.tick()
             except Exception as e:  # noqa: BLE001 - an engine that died: fail its goals, restart it

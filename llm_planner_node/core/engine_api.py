@@ -28,6 +28,9 @@ Contract (both the live vLLM backend and ``engines/sim_engine.py`` implement it)
   ``preserve`` (pinned in KV memory), ``discard`` (freed; recomputed on resume), ``swap``
   (moved to host memory; swapped back on resume). Returns the mode applied: engines map modes
   they cannot do (or that do not fit now) to the nearest one they can (documented per engine).
+- ``wake()`` (optional; any thread): an engine whose ``step`` waits for its next event returns
+  from that wait now (with what it has, perhaps nothing). The service calls it when a robot
+  status or a goal command arrives, so neither waits out the engine's wait.
 - ``abort``, ``suspend``, ``resume`` and ``retain`` of an id the engine no longer runs are no-ops (events
   and commands cross in the live engine).
 

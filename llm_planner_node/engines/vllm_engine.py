@@ -39,7 +39,8 @@ How a generation runs (TimelyLLM 4.1, "context switching"):
 
 AsyncLLM lives in its own event-loop thread. The core's calls (``add``, ``resume``,
 ``suspend``, ``abort``) are queued into that loop in order; ``step`` drains the events the
-streams produced (waiting up to ``step_timeout_s`` when there are none).
+streams produced (waiting up to ``step_timeout_s`` when there are none, or until ``wake``: the
+planner service wakes it when a robot status or a goal arrives).
 
 KV accounting: like the simulated engine, each admitted generation reserves
 ``context + remaining max_tokens`` tokens (rounded up to whole blocks) against the engine's KV
@@ -92,6 +93,8 @@ def resolve_model_path(model: str) -> str:
 
 #: Grammar texts remembered as valid by :func:`memoize_grammar_validation` (a few per skill set).
 VALIDATED_GRAMMARS_MAX = 256
+#: Put on the event queue by :meth:`VllmEngine.wake`; ``step`` drops it.
+_WAKE: Any = object()
 
 
 def memoize_grammar_validation() -> None:
@@ -269,6 +272,8 @@ class VllmEngine:
         return "cache"
 
     def step(self) -> Sequence[EngineEvent]:
+        """The events the streams produced since the last call, waiting up to ``step_timeout_s``
+        for the first one (or until :meth:`wake`)."""
         out: list[EngineEvent] = []
         try:
             out.append(self._events.get(timeout=self.step_timeout_s))
@@ -276,7 +281,11 @@ class VllmEngine:
                 out.append(self._events.get_nowait())
         except queue.Empty:
             pass
-        return out
+        return [e for e in out if e is not _WAKE]
+
+    def wake(self) -> None:
+        """End the wait of a ``step`` in progress (or the next one) now."""
+        self._events.put(_WAKE)
 
     # -- reporting ------------------------------------------------------------------------------
     def running(self) -> int:

@@ -199,3 +199,26 @@ def _is_descendant(pid: int) -> bool:
         if pid == os.getpid():
             return True
     return False
+
+
+def test_wake_ends_a_step_waiting_for_events(engine):
+    """``step`` waits up to ``step_timeout_s`` for the streams' next event; ``wake`` (a robot
+    status or a goal arrived) ends that wait at once, with no event made up (here the wait
+    would last a minute)."""
+    import threading
+
+    before = engine.step_timeout_s
+    engine.step_timeout_s = 60.0
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(engine.step()), daemon=True)
+    try:
+        t.start()
+        time.sleep(0.2)  # the step is waiting
+        engine.wake()
+        t.join(10.0)
+        assert not t.is_alive(), "wake did not end the step's wait"
+        assert got == [[]]
+    finally:
+        engine.wake()  # never leave a step blocked
+        t.join(60.0)
+        engine.step_timeout_s = before

@@ -39,12 +39,12 @@ class Ports:
         self.logs.append((level, text))
 
 
-def service(**planner):
+def service(engine=None, **planner):
     params = parse_params({"planner": {"engine": {"kind": "sim"}, "robot_timeout_s": 30.0, **planner},
                            "robots": [{"id": "d1", "kind": "drone", "adapter": "sim"},
                                       {"id": "d2", "kind": "drone", "adapter": "sim"}]})
     ports = Ports()
-    svc = PlannerService(params, ports, engine=RealtimeSimEngine(WallClock()))
+    svc = PlannerService(params, ports, engine=engine or RealtimeSimEngine(WallClock()))
     svc.accepting = True
     svc.start()
     return svc, ports
@@ -124,6 +124,24 @@ def test_a_robot_that_cancels_by_itself_ends_the_goal_cancelled_with_its_reason(
         svc.close()
 
 
+def test_a_status_ends_the_engines_wait_and_is_applied_at_once():
+    """The engine's step may wait (here a minute: an idle simulated engine with ``idle_wait_s``
+    60); a robot status wakes it (``Engine.wake``), so the status is applied now, not after the
+    engine's wait. Without the wake this goal would end a minute later."""
+    svc, ports = service(engine=RealtimeSimEngine(WallClock(), idle_wait_s=60.0))
+    try:
+        _, ended = submit(svc)
+        assert wait(lambda: ports.segments)
+        assert wait(lambda: svc.planner.engine.in_flight_end() is None)  # segment 0 out, engine idle
+        time.sleep(0.2)  # the scheduler is back in the engine's (minute-long) wait
+        svc.on_status(StatusIn("d1", GID, 0, EXECUTING))
+        svc.on_status(StatusIn("d1", GID, 0, CANCELLED, (), "operator pressed stop"))
+        assert wait(lambda: ended, 10.0), "the status waited for the engine"
+        assert ended[0].end is EndKind.CANCELLED
+    finally:
+        svc.close()
+
+
 def test_a_plan_cut_by_max_tokens_ends_truncated_after_its_segments_executed():
     svc, ports = service()
     try:
@@ -169,7 +187,7 @@ def test_oversize_identifiers_are_refused_with_a_bounded_message():
 
 def test_statuses_are_applied_before_queued_goal_commands():
     """With 1,000 goal commands queued, a status is applied after at most one bounded slice
-    of them (64), not after all: statuses have priority over goal intake."""
+    of them (COMMAND_SLICE, 8), not after all: statuses have priority over goal intake."""
     svc, ports = service()
     try:
         _, ended = submit(svc)

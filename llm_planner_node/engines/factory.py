@@ -9,7 +9,6 @@ time of the simulated GPU, in wall-clock time.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Callable
 
 from ..core.clock import Clock

@@ -62,6 +62,8 @@ FLOOD_GRACE_S = 3.0
 #: Goal commands run between two drains of the status queue and two engine steps (a burst of
 #: submits must not hold the engine: with 64, the engine stepped ~20 times/s during intake).
 COMMAND_SLICE = 8
+#: Seconds between attempts to rebuild an engine that failed and could not be restarted.
+ENGINE_RETRY_S = 5.0
 #: Goals accepted but not yet ended; beyond this, new goals are refused at once.
 PENDING_GOALS_MAX = 2_000
 
@@ -204,6 +206,8 @@ class PlannerService:
         self._forgotten_tokens = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._arrivals_applied = False  # did this tick's hook run (the engine may fail before it)
+        self._retry_at = 0.0  # while the engine is down: next attempt of the factory
 
     def _post(self, command: Callable[[], None]) -> None:
         """Run ``command`` on the scheduler thread (its next slice of goal commands)."""
@@ -314,6 +318,8 @@ class PlannerService:
             return reason
         if not self.accepting:
             return "the planner is not active (lifecycle state is not 'active'): it accepts no goals now"
+        if self.health.state == "down":
+            return f"the inference engine is down ({self.health.last_error}): no goal can be planned until it restarts"
         robot = self.params.robot(g.robot_id)
         assert robot is not None
         try:
@@ -490,31 +496,47 @@ class PlannerService:
         self.planner.forget(req.id)
 
     # -- scheduler thread ------------------------------------------------------------------------
+    def _apply_arrivals(self) -> int:
+        """Statuses and goal commands that arrived, applied between the engine's events and the
+        tick's scheduling decision (their arrival woke the engine: one tick serves them).
+        Statuses first, never starved by goal commands; a bounded slice of commands. Returns
+        how many ran."""
+        self._arrivals_applied = True
+        ran = self._drain_statuses()
+        try:
+            for _ in range(COMMAND_SLICE):  # a bounded slice of goal commands, then statuses again
+                self._cmds.get_nowait()()
+                ran += 1 + self._drain_statuses()
+        except queue.Empty:
+            pass
+        return ran
+
     def _scheduler_loop(self) -> None:
         next_check = next_stats = 0.0
         while not self._stop.is_set():
-            if self._cmds.empty() and self._statuses.empty() and not self._goals:
-                # nothing in flight: sleep until a goal or status comes (at most until the next
-                # robot check), instead of stepping an idle engine every few milliseconds
-                self._wake.wait(max(0.0, min(next_check, next_stats) - self.clock.now()))
+            down = self.health.state == "down"
+            if down or (self._cmds.empty() and self._statuses.empty() and not self._goals):
+                # nothing in flight, or no engine: sleep until a goal or status comes (at most
+                # until the next robot check), instead of stepping an idle engine every few ms
+                wake_at = min(next_check, next_stats, self._retry_at if down and self._engine_factory else math.inf)
+                self._wake.wait(max(0.0, wake_at - self.clock.now()))
                 self._wake.clear()
-            ran = self._drain_statuses()  # robot statuses first: never starved by goal commands
-            try:
-                for _ in range(COMMAND_SLICE):  # a bounded slice of goal commands, then statuses again
-                    self._cmds.get_nowait()()
-                    ran += 1 + self._drain_statuses()
-            except queue.Empty:
-                pass
-            if ran:  # what they changed is scheduled now, not after the engine's wait for an event
-                self._wake_engine()
-            try:
-                self.planner.tick()
-            except Exception as e:  # noqa: BLE001 - an engine that died: fail its goals, restart it
+            if down:
+                self._apply_arrivals()  # statuses and cancels still count; goals end at once:
+                self.planner.engine_lost(self.health.last_error)  # those that reached the core
+                if self._engine_factory is not None and self.clock.now() >= self._retry_at:
+                    self._restart_engine()
+            else:
+                self._arrivals_applied = False
                 try:
-                    self._engine_failed(e)
-                except Exception as e2:  # noqa: BLE001 - the scheduler thread must survive
-                    self.health.state = "down"
-                    self.ports.log("error", f"engine restart failed: {safe_text(repr(e2), 300)}")
+                    self.planner.tick(between=self._apply_arrivals)
+                except Exception as e:  # noqa: BLE001 - an engine that died: fail its goals, restart it
+                    try:
+                        self._engine_failed(e)
+                    except Exception as e2:  # noqa: BLE001 - the scheduler thread must survive
+                        self._go_down(f"engine restart failed: {safe_text(repr(e2), 300)}")
+                    if not self._arrivals_applied:  # the engine failed before the hook: goals still end
+                        self._apply_arrivals()
             now = self.clock.now()
             if now >= next_check:
                 self._check_robots(now)
@@ -529,25 +551,34 @@ class PlannerService:
         self.counters["engine_failures"] += 1
         self.ports.log("error", f"inference engine failed: {self.health.last_error}")
         if self._engine_factory is None:
-            self.health.state = "down"
-            for req in list(self.planner.requests.values()):
-                if req.state in (GenState.RUNNING, GenState.SUSPENDED):
-                    self.planner.cancel(req.id, f"inference engine failed: {error}", EndKind.ENGINE_FAILED)
+            self._go_down()
             return
-        self.health.state = "restarting"
         close = getattr(self.planner.engine, "close", None)
         if close and self._owns_engine:
             try:
                 close()
             except Exception:  # noqa: BLE001 - the engine is dead already
                 pass
+        self._restart_engine()
+
+    def _go_down(self, why: str = "") -> None:
+        """No engine: end every goal it would still have to generate; new goals are refused (and
+        the scheduler retries the engine factory every ENGINE_RETRY_S, if it has one)."""
+        self.health.state = "down"
+        self._retry_at = self.clock.now() + ENGINE_RETRY_S
+        if why:
+            self.ports.log("error", why)
+        self.planner.engine_lost(self.health.last_error)
+
+    def _restart_engine(self) -> None:
+        self.health.state = "restarting"
         try:
             engine = self._engine_factory()
         except Exception as e:  # noqa: BLE001
-            self.health.state = "down"
-            self.ports.log("error", f"inference engine could not be restarted: {safe_text(repr(e), 300)}")
+            self._go_down(f"inference engine could not be restarted (next try in {ENGINE_RETRY_S:g} s): "
+                          f"{safe_text(repr(e), 300)}")
             return
-        self.planner.restart_engine(engine, str(error))
+        self.planner.restart_engine(engine, self.health.last_error)
         self._owns_engine = True
         self.health.state = "up"
         self.ports.log("info", "inference engine restarted")

@@ -9,8 +9,10 @@ This is what the ROS node wraps (and what the simulator drives):
   with measured per-skill durations / failed): marks execution start and end, feeds the
   execution-time model, refreshes W of the suspended generation waiting for that robot;
 - :meth:`Planner.tick` at every engine step boundary: drain engine events, apply the policy's
-  meaning of segment boundaries, then make one scheduling decision (policy + batch admission)
-  and add / resume / suspend generations accordingly;
+  meaning of segment boundaries, run the caller's ``between`` hook (a service applies the robot
+  statuses and goal commands that arrived meanwhile, so they count in this tick's decision),
+  then make one scheduling decision (policy + batch admission) and add / resume / suspend
+  generations accordingly;
 - a :class:`PlannerSink` receives each segment to dispatch to a robot and each request's
   terminal state. Every request ends FINISHED, CANCELLED or FAILED exactly once.
 
@@ -146,13 +148,23 @@ class Planner:
         """The engine died: end every request it held (ENGINE_FAILED, ``error``) and continue
         on ``engine``; returns the ended request ids. Requests that are only queued, or whose
         plan is complete and executing, keep going."""
-        ended = []
-        for req in list(self.requests.values()):
-            if req.state in (GenState.RUNNING, GenState.SUSPENDED):
-                self._end(req, EndKind.ENGINE_FAILED, f"inference engine failed: {error}", abort=False)
-                ended.append(req.id)
+        ended = self._fail_generations(error, (GenState.RUNNING, GenState.SUSPENDED))
         self._pinned.clear()
         self.engine = engine
+        return ended
+
+    def engine_lost(self, error: str) -> list[int]:
+        """The engine died and nothing replaces it (yet): end every request whose plan it would
+        still have to generate, queued ones included (ENGINE_FAILED, ``error``); returns their
+        ids. Plans already complete keep executing."""
+        return self._fail_generations(error, (GenState.QUEUED, GenState.RUNNING, GenState.SUSPENDED))
+
+    def _fail_generations(self, error: str, states: tuple[GenState, ...]) -> list[int]:
+        ended = []
+        for req in list(self.requests.values()):
+            if req.state in states:  # the engine is dead: nothing to abort there
+                self._end(req, EndKind.ENGINE_FAILED, f"inference engine failed: {error}", abort=False)
+                ended.append(req.id)
         return ended
 
     def on_robot_status(self, robot_id: str, request_id: int, segment_index: int, state: str,
@@ -192,10 +204,14 @@ class Planner:
         self._queue.set_ref(req.id, self._ref_time(req))
         return True
 
-    def tick(self) -> None:
-        """One engine step boundary: handle the engine's events, then schedule."""
+    def tick(self, between: Callable[[], object] | None = None) -> None:
+        """One engine step boundary: handle the engine's events, call ``between`` (statuses,
+        submits and cancels that arrived while the engine stepped), then schedule. A status that
+        ends the engine's wait (``Engine.wake``) is so applied and scheduled in one tick."""
         for ev in self.engine.step():
             self._handle(ev)
+        if between is not None:
+            between()
         self._schedule()
 
     def forget(self, request_id: int) -> None:

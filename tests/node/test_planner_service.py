@@ -142,6 +142,38 @@ def test_a_status_ends_the_engines_wait_and_is_applied_at_once():
         svc.close()
 
 
+class CountingEngine(RealtimeSimEngine):
+    """The simulated engine, counting the steps that returned (one per scheduling tick)."""
+
+    steps = 0
+
+    def step(self):
+        events = super().step()
+        self.steps += 1
+        return events
+
+
+def test_a_status_that_wakes_the_engine_is_applied_and_scheduled_in_one_tick():
+    """The status's wake ends the engine's wait; the tick it ends applies the status (the core's
+    ``between`` hook) before its scheduling decision, so no second tick is spent on it (with
+    1,000 drones reporting, a second tick per status was most of the planner's CPU)."""
+    engine = CountingEngine(WallClock(), idle_wait_s=60.0)
+    svc, ports = service(engine=engine)
+    try:
+        submit(svc)
+        assert wait(lambda: ports.segments)
+        assert wait(lambda: engine.in_flight_end() is None)  # segment 0 out, engine idle
+        time.sleep(0.3)  # the scheduler is back in the engine's (minute-long) wait
+        before = engine.steps
+        svc.on_status(StatusIn("d1", GID, 0, EXECUTING))
+        req = next(iter(svc.planner.requests.values()))
+        assert wait(lambda: req.exec_start[0] is not None, 10.0), "the status waited for the engine"
+        time.sleep(0.3)
+        assert engine.steps - before == 1
+    finally:
+        svc.close()
+
+
 def test_a_plan_cut_by_max_tokens_ends_truncated_after_its_segments_executed():
     svc, ports = service()
     try:
@@ -242,3 +274,74 @@ def test_an_unknown_robot_rejection_lists_a_bounded_number_of_robots():
     assert reason.startswith("unknown robot 'ghost' (configured robots: drone_0, drone_1,")
     assert reason.endswith(f"drone_{ps.KNOWN_ROBOTS_LISTED - 1}, ... (1000 in all))")
     assert len(reason) < 400
+
+
+class DeadEngine(RealtimeSimEngine):
+    """An engine whose device is lost once it has a generation: every step then raises."""
+
+    lost = False
+
+    def add(self, spec):
+        super().add(spec)
+        self.lost = True
+
+    def step(self):
+        if self.lost:
+            raise RuntimeError("device lost")
+        return super().step()
+
+
+def test_a_dead_engine_without_a_factory_ends_goals_and_refuses_new_ones_once():
+    """No engine left: the goal that reached the core ends ENGINE_FAILED with the error, later
+    goals are refused at once with it, and the dead engine is not stepped again (before, the
+    scheduler re-stepped it in a hot loop, logging each failure, and the goal never ended)."""
+    svc, ports = service(engine=DeadEngine(WallClock()))
+    try:
+        reason, ended = submit(svc)
+        assert reason is None
+        assert wait(lambda: ended, 5.0), "the goal was left hanging"
+        assert ended[0].end is EndKind.ENGINE_FAILED
+        assert ended[0].end_reason == "inference engine failed: RuntimeError('device lost')"
+        reason, _ = submit(svc, "b" * 32, "d2")
+        assert reason == ("the inference engine is down (RuntimeError('device lost')): no goal can be "
+                          "planned until it restarts")
+        time.sleep(0.5)
+        assert svc.health.state == "down" and svc.health.failures == 1
+        assert sum(1 for level, _ in ports.logs if level == "error") == 1
+    finally:
+        svc.close()
+
+
+def test_an_engine_that_cannot_be_rebuilt_is_retried_until_it_can(monkeypatch):
+    """The factory fails once: the goal held by the dead engine ends ENGINE_FAILED, goals are
+    refused while the engine is down, and the next attempt (ENGINE_RETRY_S later) brings it back:
+    the next goal is planned."""
+    monkeypatch.setattr(ps, "ENGINE_RETRY_S", 0.3)
+    builds = []
+
+    def factory():
+        builds.append(time.monotonic())
+        if len(builds) == 1:
+            raise OSError("no device yet")
+        return RealtimeSimEngine(WallClock())
+
+    params = parse_params({"planner": {"engine": {"kind": "sim"}, "robot_timeout_s": 30.0},
+                           "robots": [{"id": "d1", "kind": "drone", "adapter": "sim"}]})
+    ports = Ports()
+    svc = PlannerService(params, ports, engine=DeadEngine(WallClock()), engine_factory=factory)
+    svc.accepting = True
+    svc.start()
+    try:
+        _, ended = submit(svc)
+        assert wait(lambda: ended, 5.0) and ended[0].end is EndKind.ENGINE_FAILED
+        assert svc.health.state in ("down", "restarting")
+        assert wait(lambda: svc.health.state == "up", 5.0)
+        assert len(builds) == 2 and builds[1] - builds[0] >= 0.3
+        assert ("error", "inference engine could not be restarted (next try in 0.3 s): OSError('no device yet')") \
+            in ports.logs
+        ports.segments.clear()
+        reason, ended = submit(svc, "b" * 32)
+        assert reason is None
+        assert wait(lambda: ports.segments, 5.0), "the rebuilt engine plans nothing"
+    finally:
+        svc.close()

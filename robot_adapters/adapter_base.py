@@ -19,9 +19,7 @@ Two layers:
 Rules a core enforces
 ---------------------
 * **Order**: segments of a goal run in ``sequence`` order 0, 1, 2, ...; a segment that arrives
-  early, or while the robot is busy, is queued (status RECEIVED) until its predecessors ran; one
-  that starts at once is acknowledged by its first EXECUTING (or FAILED) report instead. Goals
-  run in order of arrival.
+  early is queued (status RECEIVED) until its predecessors ran. Goals run in order of arrival.
 * **Duplicates** (a sequence already received or executed) are ignored and counted.
 * **Gaps**: if the missing sequence has not arrived ``gap_timeout_s`` after a later one, the goal
   fails (FAILED "segment k never arrived") and its queued segments are dropped: a plan is never
@@ -252,22 +250,8 @@ class AdapterCore:
                 return
             g.seen.add(seg.sequence)
             g.pending[seg.sequence] = seg
-            if not self._starts_now_locked(g, seg.sequence):
-                self._emit(seg.goal_id, seg.sequence, STATE_RECEIVED)
+            self._emit(seg.goal_id, seg.sequence, STATE_RECEIVED)
             self._kick()
-
-    def _starts_now_locked(self, g: _Goal, sequence: int) -> bool:
-        """Will segment ``sequence`` of ``g`` be the next to run, the robot being free? Then its
-        first report (EXECUTING, or FAILED if refused) acknowledges it, and no RECEIVED is sent:
-        a segment the robot waited for costs one status less (a quarter of a burst's reports)."""
-        if self._current is not None or self._halting or self._halts or self._stop or sequence != g.expected:
-            return False
-        for gid in self._order:  # no earlier goal has a segment waiting (goals run in order)
-            if gid == g.goal_id:
-                return True
-            if self._goals[gid].pending:
-                return False
-        return False
 
     def _repeat_status(self, seg: SegmentIn) -> None:
         """A segment we already have: the planner did not hear our report (or probes a robot that

@@ -182,31 +182,3 @@ def test_a_fleet_runs_on_one_event_loop_without_a_thread_per_robot_or_skill():
     finally:
         for c in fleet.cores:
             c.shutdown(timeout=1)
-
-
-def test_a_segment_that_starts_at_once_is_acknowledged_by_executing_one_that_waits_by_received():
-    """An idle robot: the segment's first report is EXECUTING (it acknowledges the segment; no
-    RECEIVED first). A segment that arrives while the robot executes the one before waits, and
-    is acknowledged at once with RECEIVED; so is one that arrives before its predecessor."""
-    from robot_adapters.adapter_base import STATE_EXECUTING, STATE_RECEIVED
-
-    events = []
-    ex = SimulatedExecutor("d", "drone", T, lambda c: 0.3)
-    core = AdapterCore("d", ex, events.append, use_minispec=False).start()
-    try:
-        core.submit(SegmentIn("g", 0, skills=[("to", [])]))
-        assert _wait(lambda: any(e.state == STATE_EXECUTING for e in events))
-        core.submit(SegmentIn("g", 1, skills=[("mf", ["100"])]))  # robot busy with segment 0
-        core.submit(SegmentIn("g", 3, skills=[("lnd", [])], final=True))  # before segment 2
-        assert _wait(lambda: [e.state for e in events if e.sequence == 1][:1] == [STATE_RECEIVED], 1.0)
-        assert [e.state for e in events if e.sequence == 3] == [STATE_RECEIVED]
-        assert _wait(lambda: any(e.state == STATE_DONE and e.sequence == 1 for e in events))
-        core.submit(SegmentIn("g", 2, skills=[("tc", ["90"])]))  # the robot waits for it: starts at once
-        assert _wait(lambda: any(e.state == STATE_DONE and e.sequence == 3 for e in events))
-        by_seq = {k: [e.state for e in events if e.sequence == k] for k in range(4)}
-        assert by_seq[0] == [STATE_EXECUTING, STATE_DONE]
-        assert by_seq[1] == [STATE_RECEIVED, STATE_EXECUTING, STATE_DONE]
-        assert by_seq[2] == [STATE_EXECUTING, STATE_DONE]
-        assert by_seq[3] == [STATE_RECEIVED, STATE_EXECUTING, STATE_DONE]
-    finally:
-        core.shutdown()

@@ -134,7 +134,8 @@ class EngineHealth:
 
     state: str = "up"                 # up | restarting | down
     failures: int = 0
-    last_error: str = ""
+    last_error: str = ""              # repr of the last failure (diagnostics)
+    reason: str = ""                  # its text, as goals that end ENGINE_FAILED are told
     failures_reported: int = 0        # failures already shown by diagnostics
 
 
@@ -319,7 +320,7 @@ class PlannerService:
         if not self.accepting:
             return "the planner is not active (lifecycle state is not 'active'): it accepts no goals now"
         if self.health.state == "down":
-            return f"the inference engine is down ({self.health.last_error}): no goal can be planned until it restarts"
+            return f"the inference engine is down ({self.health.reason}): no goal can be planned until it restarts"
         robot = self.params.robot(g.robot_id)
         assert robot is not None
         try:
@@ -523,7 +524,7 @@ class PlannerService:
                 self._wake.clear()
             if down:
                 self._apply_arrivals()  # statuses and cancels still count; goals end at once:
-                self.planner.engine_lost(self.health.last_error)  # those that reached the core
+                self.planner.engine_lost(self.health.reason)  # those that reached the core
                 if self._engine_factory is not None and self.clock.now() >= self._retry_at:
                     self._restart_engine()
             else:
@@ -548,6 +549,7 @@ class PlannerService:
     def _engine_failed(self, error: Exception) -> None:
         self.health.failures += 1
         self.health.last_error = safe_text(repr(error), 300)
+        self.health.reason = safe_text(str(error) or repr(error), 300)
         self.counters["engine_failures"] += 1
         self.ports.log("error", f"inference engine failed: {self.health.last_error}")
         if self._engine_factory is None:
@@ -568,7 +570,7 @@ class PlannerService:
         self._retry_at = self.clock.now() + ENGINE_RETRY_S
         if why:
             self.ports.log("error", why)
-        self.planner.engine_lost(self.health.last_error)
+        self.planner.engine_lost(self.health.reason)
 
     def _restart_engine(self) -> None:
         self.health.state = "restarting"
@@ -578,7 +580,7 @@ class PlannerService:
             self._go_down(f"inference engine could not be restarted (next try in {ENGINE_RETRY_S:g} s): "
                           f"{safe_text(repr(e), 300)}")
             return
-        self.planner.restart_engine(engine, self.health.last_error)
+        self.planner.restart_engine(engine, self.health.reason)
         self._owns_engine = True
         self.health.state = "up"
         self.ports.log("info", "inference engine restarted")

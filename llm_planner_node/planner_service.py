@@ -209,6 +209,7 @@ class PlannerService:
         self._thread: threading.Thread | None = None
         self._arrivals_applied = False  # did this tick's hook run (the engine may fail before it)
         self._retry_at = 0.0  # while the engine is down: next attempt of the factory
+        self._failure = ""  # the text of the engine's last failure
 
     def _post(self, command: Callable[[], None]) -> None:
         """Run ``command`` on the scheduler thread (its next slice of goal commands)."""
@@ -549,7 +550,7 @@ class PlannerService:
     def _engine_failed(self, error: Exception) -> None:
         self.health.failures += 1
         self.health.last_error = safe_text(repr(error), 300)
-        self.health.reason = safe_text(str(error) or repr(error), 300)
+        self.health.reason = self._failure = safe_text(str(error) or repr(error), 300)
         self.counters["engine_failures"] += 1
         self.ports.log("error", f"inference engine failed: {self.health.last_error}")
         if self._engine_factory is None:
@@ -577,6 +578,7 @@ class PlannerService:
         try:
             engine = self._engine_factory()
         except Exception as e:  # noqa: BLE001
+            self.health.reason = f"{self._failure}; rebuilding it failed: {safe_text(str(e) or repr(e), 300)}"
             self._go_down(f"inference engine could not be restarted (next try in {ENGINE_RETRY_S:g} s): "
                           f"{safe_text(repr(e), 300)}")
             return

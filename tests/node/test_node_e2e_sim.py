@@ -225,6 +225,56 @@ def test_engine_failure_ends_affected_goals_and_the_node_keeps_serving(ros_conte
         client.destroy()
 
 
+def test_an_engine_that_cannot_be_rebuilt_refuses_goals_with_the_reason(ros_context, monkeypatch):
+    """The engine dies and its factory cannot build another (no device): the goal it served ends
+    STATUS_ENGINE_FAILED, the next goal is refused at once (STATUS_REJECTED) saying why, and the
+    node stays up, reporting the engine down on /diagnostics."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    import llm_planner_node.engines.factory as factory
+    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.core.clock import WallClock
+    from llm_planner_node.engines.factory import RealtimeSimEngine
+    from llm_planner_node.up import running_fleet
+
+    class Dies(RealtimeSimEngine):
+        def step(self):
+            if self._running:
+                raise RuntimeError("CUDA error: device lost")
+            return super().step()
+
+    def no_device(planner_params, clock):
+        def build():
+            raise RuntimeError("no CUDA device")
+        return build
+
+    monkeypatch.setattr(factory, "engine_factory", no_device)
+    with running_fleet(fleet_params(), time_scale=0.05, context=ros_context, engine=Dies(WallClock())):
+        client = GoalClient(ros_context)
+        diags = []
+        client.node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 10)
+        with spinning(client.node, ros_context):
+            assert client.wait_for_server(30), client.wait_problem
+            first = client.send("d1", "look for the cat", tuf=NORMAL).result(20)
+            assert first.status == 5, first.message  # STATUS_ENGINE_FAILED
+            assert first.message == ("inference engine failed: CUDA error: device lost; "
+                                     "rebuilding it failed: no CUDA device")
+            t0 = time.monotonic()
+            second = client.send("d2", "look for the cat", tuf=NORMAL).result(20)
+            assert second.status == 1  # STATUS_REJECTED
+            assert second.message == ("the inference engine is down (CUDA error: device lost; rebuilding it "
+                                      "failed: no CUDA device): no goal can be planned until it restarts")
+            assert time.monotonic() - t0 < 5
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and not any(
+                    s.level == DiagnosticStatus.ERROR and s.message.startswith("engine down")
+                    for d in diags for s in d.status):
+                time.sleep(0.1)
+            assert any(s.level == DiagnosticStatus.ERROR and s.message.startswith("engine down")
+                       for d in diags for s in d.status)
+        client.destroy()
+
+
 def test_segments_are_resent_to_an_adapter_that_missed_them(fleet, ros_context):
     """Segment topics are volatile: an adapter that starts after a segment was published never
     sees it, so the planner re-sends unacknowledged segments until the adapter answers."""

@@ -350,10 +350,11 @@ class PlannerService:
         def submit() -> None:
             try:
                 rid = self.planner.submit(goal)
-            except ValueError as e:
+            except Exception as e:  # noqa: BLE001 - ValueError: why it can never run; else a fault
                 self._release(g.robot_id, goal_id)
                 self.counters["rejected"] += 1
-                ended(str(e))
+                ended(str(e) if isinstance(e, ValueError)
+                      else f"the planner could not take the goal: {safe_text(repr(e), 300)}")
                 return
             self._goals[rid] = _Goal(goal_id, rid, ended)
             self._by_goal_id[goal_id] = rid
@@ -433,7 +434,7 @@ class PlannerService:
                 st = self._statuses.get_nowait()
             except queue.Empty:
                 return n
-            self._handle_status(st)
+            self._contained(lambda: self._handle_status(st))
             n += 1
 
     def _handle_status(self, st: StatusIn) -> None:
@@ -507,11 +508,20 @@ class PlannerService:
         ran = self._drain_statuses()
         try:
             for _ in range(COMMAND_SLICE):  # a bounded slice of goal commands, then statuses again
-                self._cmds.get_nowait()()
+                self._contained(self._cmds.get_nowait())
                 ran += 1 + self._drain_statuses()
         except queue.Empty:
             pass
         return ran
+
+    def _contained(self, fn: Callable[[], Any]) -> None:
+        """Run one command or status on the scheduler thread; its failure is its own (counted
+        and logged): it never stops the others, nor passes for an engine failure."""
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            self.counters["internal_errors"] += 1
+            self.ports.log("error", f"planner command failed: {safe_text(repr(e), 300)}")
 
     def _scheduler_loop(self) -> None:
         next_check = next_stats = 0.0

@@ -344,3 +344,58 @@ def test_an_engine_that_cannot_be_rebuilt_is_retried_until_it_can(monkeypatch):
         assert wait(lambda: ports.segments, 5.0), "the rebuilt engine plans nothing"
     finally:
         svc.close()
+
+
+class TokenizerFailsOnce(RealtimeSimEngine):
+    """An engine whose prompt count fails once (a fault in the engine's tokenizer)."""
+
+    failed = False
+
+    def count_prompt_tokens(self, prompt):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("tokenizer crashed")
+        return super().count_prompt_tokens(prompt)
+
+
+def test_a_goal_command_that_fails_ends_that_goal_only():
+    """A fault while taking one goal (not a ValueError: not the goal's own fault) ends that goal
+    with the error; it does not pass for an engine failure (no restart, nothing else ended) and
+    the next goal is served."""
+    svc, ports = service(engine=TokenizerFailsOnce(WallClock()))
+    try:
+        _, ended = submit(svc)
+        assert wait(lambda: ended, 5.0)
+        assert ended[0] == "the planner could not take the goal: RuntimeError('tokenizer crashed')"
+        assert svc.health.state == "up" and svc.health.failures == 0
+        reason, ended = submit(svc, "b" * 32)  # the robot was released
+        assert reason is None
+        assert wait(lambda: ports.segments, 5.0)
+    finally:
+        svc.close()
+
+
+def test_a_status_whose_handling_fails_is_logged_and_the_next_statuses_are_applied(monkeypatch):
+    """A fault while applying one status is counted and logged; the statuses after it are
+    applied and the engine is not taken for failed."""
+    svc, ports = service()
+    try:
+        _, ended = submit(svc)
+        assert wait(lambda: ports.segments)
+        real = svc.planner.on_robot_status
+        calls = []
+
+        def flaky(*a, **kw):
+            calls.append(a)
+            if len(calls) == 1:
+                raise KeyError("execution-time model")
+            return real(*a, **kw)
+
+        monkeypatch.setattr(svc.planner, "on_robot_status", flaky)
+        svc.on_status(StatusIn("d1", GID, 0, EXECUTING))
+        svc.on_status(StatusIn("d1", GID, 0, CANCELLED, (), "operator pressed stop"))
+        assert wait(lambda: ended, 5.0) and ended[0].end is EndKind.CANCELLED
+        assert svc.health.failures == 0 and svc.counters["internal_errors"] == 1
+        assert ("error", "planner command failed: KeyError('execution-time model')") in ports.logs
+    finally:
+        svc.close()

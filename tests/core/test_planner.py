@@ -242,6 +242,36 @@ def test_restart_engine_ends_only_what_the_dead_engine_held():
     assert planner.requests[queued].state is GenState.RUNNING
 
 
+def test_engine_lost_ends_running_and_queued_generations_and_aborts_nothing():
+    """No engine replaces the dead one: what it held and what waits for it end ENGINE_FAILED
+    (nothing is aborted on the dead engine); a second call ends nothing more."""
+    clock, engine, planner, sink, _ = _planner("timelyllm")
+    held = planner.submit(goal_for(1, "d0"))
+    planner.tick()
+    queued = planner.submit(goal_for(2, "d1"))
+    aborted = []
+    engine.abort = aborted.append
+    assert sorted(planner.engine_lost("device lost")) == sorted([held, queued])
+    assert aborted == []
+    for rid in (held, queued):
+        r = planner.requests[rid]
+        assert r.end is EndKind.ENGINE_FAILED and r.end_reason == "inference engine failed: device lost"
+    assert planner.engine_lost("device lost") == []
+    assert planner.queued() == 0
+
+
+def test_tick_calls_between_after_the_engine_events_and_before_the_decision():
+    """A goal submitted by ``between`` is scheduled in the same tick (it runs after that tick)."""
+    clock, engine, planner, sink, _ = _planner("timelyllm")
+    order = []
+    real_step = engine.step
+    engine.step = lambda: (order.append("step"), real_step())[1]
+    rid = []
+    planner.tick(between=lambda: (order.append("between"), rid.append(planner.submit(goal_for(1, "d0")))))
+    assert order == ["step", "between"]
+    assert planner.requests[rid[0]].state is GenState.RUNNING
+
+
 def test_every_policy_that_overrides_decide_decides_on_an_empty_queue():
     """The planner skips the decision on an empty queue unless the policy keeps per-step state
     in ``decide``: every policy overriding it must say so."""

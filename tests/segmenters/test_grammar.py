@@ -246,7 +246,8 @@ def deriver(skill_set_id: str) -> Deriver:
 def _with_vars_assigned(text: str) -> str:
     """Variables used before assignment are the segmenter's check, not the grammar's: assign
     every variable the derivation mentions first (``_k=True;`` is itself a statement)."""
-    names = sorted(set(re.findall(r"_[1-9][0-9]?", text)))
+    code = re.sub(r"'[^']*'|\"[^\"]*\"", "", text)  # a "_7" inside a string literal is no variable
+    names = sorted(set(re.findall(r"_[1-9][0-9]?", code)))
     return "".join(f"{v}=True;" for v in names) + text
 
 

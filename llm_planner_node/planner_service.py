@@ -207,7 +207,6 @@ class PlannerService:
         self._forgotten_tokens = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._arrivals_applied = False  # did this tick's hook run (the engine may fail before it)
         self._retry_at = 0.0  # while the engine is down: next attempt of the factory
         self._failure = ""  # the text of the engine's last failure
 
@@ -220,9 +219,6 @@ class PlannerService:
         """A command or a status arrived: end the scheduler's idle wait, or its engine's wait (a
         robot status is applied at once, not after the engine's next event)."""
         self._wake.set()
-        self._wake_engine()
-
-    def _wake_engine(self) -> None:
         wake = getattr(self.planner.engine, "wake", None)  # optional in the engine contract
         if wake is not None:
             wake()
@@ -426,16 +422,13 @@ class PlannerService:
         self.status_drops[reason] += 1
         return False
 
-    def _drain_statuses(self) -> int:
-        """Apply every queued status; returns how many."""
-        n = 0
+    def _drain_statuses(self) -> None:
         while True:
             try:
                 st = self._statuses.get_nowait()
             except queue.Empty:
-                return n
-            self._contained(lambda: self._handle_status(st))
-            n += 1
+                return
+            self._contained(self._handle_status, st)
 
     def _handle_status(self, st: StatusIn) -> None:
         if st.state == IDLE:
@@ -499,26 +492,23 @@ class PlannerService:
         self.planner.forget(req.id)
 
     # -- scheduler thread ------------------------------------------------------------------------
-    def _apply_arrivals(self) -> int:
+    def _apply_arrivals(self) -> None:
         """Statuses and goal commands that arrived, applied between the engine's events and the
         tick's scheduling decision (their arrival woke the engine: one tick serves them).
-        Statuses first, never starved by goal commands; a bounded slice of commands. Returns
-        how many ran."""
-        self._arrivals_applied = True
-        ran = self._drain_statuses()
+        Statuses first, never starved by goal commands; a bounded slice of commands."""
+        self._drain_statuses()
         try:
             for _ in range(COMMAND_SLICE):  # a bounded slice of goal commands, then statuses again
                 self._contained(self._cmds.get_nowait())
-                ran += 1 + self._drain_statuses()
+                self._drain_statuses()
         except queue.Empty:
             pass
-        return ran
 
-    def _contained(self, fn: Callable[[], Any]) -> None:
+    def _contained(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run one command or status on the scheduler thread; its failure is its own (counted
         and logged): it never stops the others, nor passes for an engine failure."""
         try:
-            fn()
+            fn(*args)
         except Exception as e:  # noqa: BLE001
             self.counters["internal_errors"] += 1
             self.ports.log("error", f"planner command failed: {safe_text(repr(e), 300)}")
@@ -539,7 +529,6 @@ class PlannerService:
                 if self._engine_factory is not None and self.clock.now() >= self._retry_at:
                     self._restart_engine()
             else:
-                self._arrivals_applied = False
                 try:
                     self.planner.tick(between=self._apply_arrivals)
                 except Exception as e:  # noqa: BLE001 - an engine that died: fail its goals, restart it
@@ -547,8 +536,7 @@ class PlannerService:
                         self._engine_failed(e)
                     except Exception as e2:  # noqa: BLE001 - the scheduler thread must survive
                         self._go_down(f"engine restart failed: {safe_text(repr(e2), 300)}")
-                    if not self._arrivals_applied:  # the engine failed before the hook: goals still end
-                        self._apply_arrivals()
+                    self._apply_arrivals()  # the engine may have failed before the hook: goals still end
             now = self.clock.now()
             if now >= next_check:
                 self._check_robots(now)

@@ -86,16 +86,15 @@ class HotPathLog:
 
 class _CoalescedGoalHandle(ServerGoalHandle):
     """A goal handle whose state changes mark the server's status array for the next coalesced
-    publication (:meth:`FinishLaterActionServer.flush_status`) instead of publishing it."""
+    publication (:meth:`FinishLaterActionServer.flush_status`) instead of publishing it; a goal's
+    end marks the server's expiry timer for re-arming there too."""
 
     def _update_state(self, event: Any) -> None:
         with self._lock:
             if self._goal_handle is None:  # already destroyed
                 return
             self._goal_handle.update_goal_state(event)
-            self._action_server.status_changed()
-            if not self._goal_handle.is_active():
-                self._action_server.notify_goal_done()
+            self._action_server.status_changed(done=not self._goal_handle.is_active())
 
 
 class FinishLaterActionServer(ActionServer):
@@ -124,17 +123,32 @@ class FinishLaterActionServer(ActionServer):
     # each array holds every goal of the last 10 s, and deserialising them was still a third of
     # the client's spin thread in back-to-back 64-goal bursts (client CPU per burst, A/B in one
     # hour: 0.25-0.38 s at 100 ms, 0.35-0.38 s at 50 ms).
+    #
+    # A goal's end re-arms the server's expiry timer (rcl_action's ``notify_goal_done``: a pass
+    # over every goal of the last ``result_timeout`` s, under the server's lock) at that flush
+    # too, once for the goals that ended since, not once per goal on the scheduler's thread: a
+    # result expires up to STATUS_PERIOD_S later than ``result_timeout`` after its goal's end.
     STATUS_PERIOD_S = 0.1
+    #: How long a finished goal's result is kept for clients that ask for it late (rclpy's
+    #: ``result_timeout``, its default).
+    RESULT_TIMEOUT_S = 10
     _status_dirty = False
+    _goal_done = False
 
-    def status_changed(self) -> None:
+    def status_changed(self, done: bool = False) -> None:
         self._status_dirty = True
+        if done:
+            self._goal_done = True
 
     def flush_status(self) -> None:
-        """Publish the status array if a goal changed state since the last publication."""
+        """Publish the status array if a goal changed state since the last publication (and
+        re-arm the expiry timer if a goal ended)."""
         if self._status_dirty:
             self._status_dirty = False
             self._handle.publish_status()
+        if self._goal_done:
+            self._goal_done = False
+            self.notify_goal_done()
 
     async def _execute_goal_request(self, request_header_and_message: Any) -> None:
         """rclpy's ``_execute_goal_request`` (kilted, jazzy), with a coalescing goal handle and
@@ -334,7 +348,8 @@ class PlannerNode(LifecycleNode):
         self._server = FinishLaterActionServer(self, PlanTask, ACTION_NAME, execute_callback=self._start_goal,
                                     goal_callback=lambda _g: GoalResponse.ACCEPT,
                                     cancel_callback=self._on_cancel_request,
-                                    callback_group=self._goals_cb, **action_qos_kwargs("server"))
+                                    callback_group=self._goals_cb, result_timeout=FinishLaterActionServer.RESULT_TIMEOUT_S,
+                                    **action_qos_kwargs("server"))
         self._server.allow_cancel_all = params.security.allow_cancel_all
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
         self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self._goals_cb)

@@ -191,6 +191,7 @@ class PlannerService:
         self._wake = threading.Event()  # set when a command or a status arrives (idle wait)
         # robot statuses: their own bounded queue, drained before any goal command
         self._statuses: queue.Queue[StatusIn] = queue.Queue(maxsize=STATUS_QUEUE_MAX)
+        self._status_rung = False  # a status woke the scheduler, which has not drained since
         self._pending_goals = 0  # submitted, not yet ended (back-pressure bound)
         self._pending_lock = threading.Lock()
         self.status_drops: Counter[str] = Counter()  # statuses refused before touching state, by reason
@@ -415,7 +416,9 @@ class PlannerService:
         if reason is None:
             try:
                 self._statuses.put_nowait(st)
-                self._wake_up()
+                if not self._status_rung:  # one wake-up per drain, not per status of a burst
+                    self._status_rung = True
+                    self._wake_up()
                 return True
             except queue.Full:
                 reason = "status queue full"
@@ -423,6 +426,7 @@ class PlannerService:
         return False
 
     def _drain_statuses(self) -> None:
+        self._status_rung = False  # before draining: a status queued after this rings again
         while True:
             try:
                 st = self._statuses.get_nowait()

@@ -174,6 +174,40 @@ def test_a_status_that_wakes_the_engine_is_applied_and_scheduled_in_one_tick():
         svc.close()
 
 
+class WakeCountingEngine(RealtimeSimEngine):
+    """The simulated engine, counting the wake-ups the service asks of it."""
+
+    wakes = 0
+
+    def wake(self):
+        self.wakes += 1
+        super().wake()
+
+
+def test_a_burst_of_statuses_wakes_the_scheduler_once_and_every_status_is_applied():
+    """Statuses that arrive while the scheduler is busy ring it once (not once per status), and
+    the one drain applies them all; a status after that drain rings again (none is left)."""
+    engine = WakeCountingEngine(WallClock(), idle_wait_s=60.0)
+    svc, ports = service(engine=engine)
+    try:
+        submit(svc)
+        assert wait(lambda: ports.segments)
+        gate, busy = threading.Event(), threading.Event()
+        svc._post(lambda: (busy.set(), gate.wait(10)))  # hold the scheduler inside one tick
+        assert busy.wait(10)
+        before, applied = engine.wakes, len(svc.status_delays)
+        for _ in range(20):
+            assert svc.on_status(StatusIn("d1", GID, 0, EXECUTING))
+        assert engine.wakes - before == 1
+        gate.set()
+        assert wait(lambda: len(svc.status_delays) - applied == 20), "not every status was applied"
+        svc.on_status(StatusIn("d1", GID, 0, EXECUTING))
+        assert engine.wakes - before == 2
+        assert wait(lambda: len(svc.status_delays) - applied == 21)
+    finally:
+        svc.close()
+
+
 def test_a_plan_cut_by_max_tokens_ends_truncated_after_its_segments_executed():
     svc, ports = service()
     try:

@@ -99,3 +99,33 @@ def test_result_requests_known_and_unknown_goals(ros_context):
             assert fut.result().status == 0  # action_msgs GoalStatus.STATUS_UNKNOWN
         client.destroy()
         node.destroy_node()
+
+
+def test_finished_goals_expire_result_timeout_after_their_end(ros_context, monkeypatch):
+    """A goal's end re-arms the server's expiry timer at the next coalesced flush (not on the
+    scheduler's thread, once per goal): finished goals are still forgotten ``result_timeout``
+    after their end, and a result asked for after that is UNKNOWN, as rclpy answers."""
+    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.node import FinishLaterActionServer
+    from llm_planner_node.params import parse_params
+    from llm_planner_node.up import running_fleet
+
+    monkeypatch.setattr(FinishLaterActionServer, "RESULT_TIMEOUT_S", 1)
+    params = parse_params({"planner": {"policy": "timelyllm", "engine": {"kind": "sim"}},
+                           "robots": [{"id": f"d{i}", "kind": "drone", "adapter": "sim"} for i in range(4)]})
+    with running_fleet(params, time_scale=0.02, context=ros_context) as fleet:
+        server = fleet.planner._server
+        client = GoalClient(ros_context)
+        with spinning(client.node, ros_context):
+            assert client.wait_for_server(30), client.wait_problem
+            handles = [client.send(f"d{i}", "look for the cat") for i in range(4)]
+            assert [h.result(60).status for h in handles] == [0] * 4
+            ended = time.monotonic()
+            kept = len(server._goal_handles)
+            assert kept == 4  # results are kept for result_timeout after the goal's end
+            deadline = ended + 10
+            while server._goal_handles and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not server._goal_handles and not server._result_futures, "finished goals never expired"
+            assert time.monotonic() - ended >= 0.5  # not dropped at once either
+        client.destroy()

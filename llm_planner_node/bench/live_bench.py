@@ -68,7 +68,11 @@ started afterwards from this one, inherits this process's placement. Raw bursts 
 vLLM's own placement (the engine core free on every core: what a user of raw AsyncLLM gets, and
 on 2 cores the faster for raw, since the engine core's bitmasks overlap the forward pass):
 ``raw_s`` is that; ``raw_colocated_s`` the same burst with the engine core where the node puts
-it, run right after, for reference (the ratios use ``raw_s``).
+it, run right after, for reference (the ratios use ``raw_s``). What the placement alone costs,
+and what the node costs on top of it (:func:`add_placement_ratios`):
+``ratio_placement`` = ``raw_s / raw_colocated_s`` (the ratio a node that cost nothing would get
+on this machine) and ``ratio_<policy>_same_placement`` = ``raw_colocated_s / node_<policy>_s``;
+their product is ``ratio_<policy>``.
 
 Each node burst runs right after a raw burst of the same goals on the same engine (the fleet
 idle), so the machine's drift hits both alike; each cell is the median of ``--repeats`` bursts
@@ -672,6 +676,7 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             row[f"node_{p}_thread_cpu_s"] = {k: statistics.median(b.cpu_s.get(k, 0.0) for b in bs)
                                              for k in sorted({k for b in bs for k in b.cpu_s})}
             row[f"node_{p}_repeats"] = [b.__dict__ for b in bs]
+        add_placement_ratios(row, policies)
         row["raw_repeats"] = raw[n]
         bursts[str(n)] = row
     return {"benchmark": "live", "engine": {k: getattr(engine_params, k) for k in engine_params.__dataclass_fields__},
@@ -680,6 +685,18 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             "targets": {f"ratio_{p}": TARGET_RATIO[p] for p in policies if p in TARGET_RATIO},
             "bursts": bursts, "targets_met": _targets_met(bursts, policies), "cpu_count": os.cpu_count(),
             "wall_s": time.monotonic() - t_start}
+
+
+def add_placement_ratios(row: dict[str, Any], policies: tuple[str, ...] | list[str]) -> None:
+    """Split each ``ratio_<policy>`` (raw / node) into what raw vLLM loses placed as the node
+    runs it (``ratio_placement`` = raw / raw colocated) and what the node loses against raw vLLM
+    so placed (``ratio_<policy>_same_placement`` = raw colocated / node); None where a time is
+    missing."""
+    raw, colocated = row.get("raw_s"), row.get("raw_colocated_s")
+    row["ratio_placement"] = raw / colocated if raw and colocated else None
+    for p in policies:
+        node = row.get(f"node_{p}_s")
+        row[f"ratio_{p}_same_placement"] = colocated / node if colocated and node else None
 
 
 def _sched_median(runs: list[dict[str, list[float]]]) -> dict[str, list[float]]:
@@ -720,7 +737,8 @@ def report(result: dict[str, Any]) -> str:
                      f"{_f(row['raw_first_token_s']) + ' s':>14}{'':>10}{'':>8}{'':>12}{'':>14}")
         if row.get("raw_colocated_s") is not None:
             lines.append(f"{n:>3}  {'  colocated':<15}{_f(row['raw_colocated_s']) + ' s':>14}"
-                         "  (raw, engine core on the worker's core as the node runs it; not used in ratios)")
+                         f"{_f(row.get('ratio_placement'), '.2f'):>7}  (raw, engine core on the worker's core as "
+                         "the node runs it: the ratio a node costing nothing would get; not a target)")
         for p in policies:
             ratio, target = row[f"ratio_{p}"], TARGET_RATIO.get(p)
             met = ratio is not None and target is not None and ratio >= target
@@ -731,7 +749,9 @@ def report(result: dict[str, Any]) -> str:
                 f"{row[f'node_{p}_feedback_complete']:>8}/{n:<3}"
                 f"{_f(row[f'node_{p}_spin_cpu_s_per_goal'] * 1000, '.1f') + ' ms':>14}  "
                 f"{'met' if met else 'NOT MET'}"
-                + (f" (paired {row[f'ratio_{p}_paired_median']:.2f})" if row.get(f"ratio_{p}_paired_median") else ""))
+                + (f" (paired {row[f'ratio_{p}_paired_median']:.2f})" if row.get(f"ratio_{p}_paired_median") else "")
+                + (f" (same placement {row[f'ratio_{p}_same_placement']:.2f})"
+                   if row.get(f"ratio_{p}_same_placement") else ""))
     lines.append("")
     lines.append(f"spin thread ({PLANNER_SPIN}, the planner node's executor) CPU per goal, by burst size:")
     for p in policies:

@@ -348,7 +348,8 @@ class PlannerNode(LifecycleNode):
         self._server = FinishLaterActionServer(self, PlanTask, ACTION_NAME, execute_callback=self._start_goal,
                                     goal_callback=lambda _g: GoalResponse.ACCEPT,
                                     cancel_callback=self._on_cancel_request,
-                                    callback_group=self._goals_cb, result_timeout=FinishLaterActionServer.RESULT_TIMEOUT_S,
+                                    callback_group=self._goals_cb,
+                                    result_timeout=FinishLaterActionServer.RESULT_TIMEOUT_S,
                                     **action_qos_kwargs("server"))
         self._server.allow_cancel_all = params.security.allow_cancel_all
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None

@@ -143,14 +143,20 @@ def test_a_status_ends_the_engines_wait_and_is_applied_at_once():
 
 
 class CountingEngine(RealtimeSimEngine):
-    """The simulated engine, counting the steps that returned (one per scheduling tick)."""
+    """The simulated engine, counting the steps that returned (one per scheduling tick) and the
+    wake-ups the service asked of it."""
 
     steps = 0
+    wakes = 0
 
     def step(self):
         events = super().step()
         self.steps += 1
         return events
+
+    def wake(self):
+        self.wakes += 1
+        super().wake()
 
 
 def test_a_status_that_wakes_the_engine_is_applied_and_scheduled_in_one_tick():
@@ -174,20 +180,10 @@ def test_a_status_that_wakes_the_engine_is_applied_and_scheduled_in_one_tick():
         svc.close()
 
 
-class WakeCountingEngine(RealtimeSimEngine):
-    """The simulated engine, counting the wake-ups the service asks of it."""
-
-    wakes = 0
-
-    def wake(self):
-        self.wakes += 1
-        super().wake()
-
-
 def test_a_burst_of_statuses_wakes_the_scheduler_once_and_every_status_is_applied():
     """Statuses that arrive while the scheduler is busy ring it once (not once per status), and
     the one drain applies them all; a status after that drain rings again (none is left)."""
-    engine = WakeCountingEngine(WallClock(), idle_wait_s=60.0)
+    engine = CountingEngine(WallClock(), idle_wait_s=60.0)
     svc, ports = service(engine=engine)
     try:
         submit(svc)

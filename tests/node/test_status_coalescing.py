@@ -103,8 +103,9 @@ def test_result_requests_known_and_unknown_goals(ros_context):
 
 def test_finished_goals_expire_result_timeout_after_their_end(ros_context, monkeypatch):
     """A goal's end re-arms the server's expiry timer at the next coalesced flush (not on the
-    scheduler's thread, once per goal): finished goals are still forgotten ``result_timeout``
-    after their end, and a result asked for after that is UNKNOWN, as rclpy answers."""
+    scheduler's thread, once per goal): finished goals are kept, then forgotten about
+    ``result_timeout`` after their end (a result asked for after that is UNKNOWN: see
+    test_result_requests_known_and_unknown_goals)."""
     from llm_planner_node.client import GoalClient, spinning
     from llm_planner_node.node import FinishLaterActionServer
     from llm_planner_node.params import parse_params
@@ -121,8 +122,7 @@ def test_finished_goals_expire_result_timeout_after_their_end(ros_context, monke
             handles = [client.send(f"d{i}", "look for the cat") for i in range(4)]
             assert [h.result(60).status for h in handles] == [0] * 4
             ended = time.monotonic()
-            kept = len(server._goal_handles)
-            assert kept == 4  # results are kept for result_timeout after the goal's end
+            assert len(server._goal_handles) == 4  # results are kept for result_timeout after the goal's end
             deadline = ended + 10
             while server._goal_handles and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -499,14 +499,19 @@ class PlannerService:
     def _apply_arrivals(self) -> None:
         """Statuses and goal commands that arrived, applied between the engine's events and the
         tick's scheduling decision (their arrival woke the engine: one tick serves them).
-        Statuses first, never starved by goal commands; a bounded slice of commands."""
+        Statuses first, never starved by goal commands; a bounded slice of commands. Commands
+        left after the slice ring the engine again: the next tick takes them at once, not after
+        the engine's next event (a burst of 64 goals reached the core in 8 slices, one per
+        engine step: 0.1 s after the burst instead of 0.02 s)."""
         self._drain_statuses()
         try:
             for _ in range(COMMAND_SLICE):  # a bounded slice of goal commands, then statuses again
                 self._contained(self._cmds.get_nowait())
                 self._drain_statuses()
         except queue.Empty:
-            pass
+            return
+        if not self._cmds.empty():
+            self._wake_up()
 
     def _contained(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run one command or status on the scheduler thread; its failure is its own (counted

@@ -204,6 +204,28 @@ def test_a_burst_of_statuses_wakes_the_scheduler_once_and_every_status_is_applie
         svc.close()
 
 
+def test_a_burst_of_goal_commands_is_taken_slice_after_slice_without_waiting_for_the_engine():
+    """Commands beyond one tick's slice (``COMMAND_SLICE``) ring the engine again, so the next
+    tick takes the next slice at once; before, each slice waited for the engine's next event
+    (here a minute: nothing is generating), and a burst of goals reached the core one engine
+    step per slice."""
+    engine = CountingEngine(WallClock(), idle_wait_s=60.0)
+    svc, _ = service(engine=engine)
+    try:
+        gate, busy = threading.Event(), threading.Event()
+        svc._post(lambda: (busy.set(), gate.wait(10)))  # hold the scheduler inside one tick
+        assert busy.wait(10)
+        taken: list[int] = []
+        n = 3 * ps.COMMAND_SLICE
+        for i in range(n):
+            svc._post(lambda i=i: taken.append(i))
+        gate.set()
+        assert wait(lambda: len(taken) == n, 10.0), f"{len(taken)} of {n} commands taken in 10 s"
+        assert taken == list(range(n))  # in the order they came
+    finally:
+        svc.close()
+
+
 def test_a_plan_cut_by_max_tokens_ends_truncated_after_its_segments_executed():
     svc, ports = service()
     try:

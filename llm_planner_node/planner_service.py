@@ -501,8 +501,7 @@ class PlannerService:
         tick's scheduling decision (their arrival woke the engine: one tick serves them).
         Statuses first, never starved by goal commands; a bounded slice of commands. Commands
         left after the slice ring the engine again: the next tick takes them at once, not after
-        the engine's next event (a burst of 64 goals reached the core in 8 slices, one per
-        engine step: 0.1 s after the burst instead of 0.02 s)."""
+        the engine's next event (with nothing generating, its whole idle wait)."""
         self._drain_statuses()
         try:
             for _ in range(COMMAND_SLICE):  # a bounded slice of goal commands, then statuses again

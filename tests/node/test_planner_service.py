@@ -180,6 +180,15 @@ def test_a_status_that_wakes_the_engine_is_applied_and_scheduled_in_one_tick():
         svc.close()
 
 
+def hold_scheduler(svc: PlannerService) -> threading.Event:
+    """Hold the scheduler inside one tick (a goal command that waits) until the returned gate
+    is set."""
+    gate, busy = threading.Event(), threading.Event()
+    svc._post(lambda: (busy.set(), gate.wait(10)))
+    assert busy.wait(10)
+    return gate
+
+
 def test_a_burst_of_statuses_wakes_the_scheduler_once_and_every_status_is_applied():
     """Statuses that arrive while the scheduler is busy ring it once (not once per status), and
     the one drain applies them all; a status after that drain rings again (none is left)."""
@@ -188,9 +197,7 @@ def test_a_burst_of_statuses_wakes_the_scheduler_once_and_every_status_is_applie
     try:
         submit(svc)
         assert wait(lambda: ports.segments)
-        gate, busy = threading.Event(), threading.Event()
-        svc._post(lambda: (busy.set(), gate.wait(10)))  # hold the scheduler inside one tick
-        assert busy.wait(10)
+        gate = hold_scheduler(svc)
         before, applied = engine.wakes, len(svc.status_delays)
         for _ in range(20):
             assert svc.on_status(StatusIn("d1", GID, 0, EXECUTING))
@@ -212,9 +219,7 @@ def test_a_burst_of_goal_commands_is_taken_slice_after_slice_without_waiting_for
     engine = CountingEngine(WallClock(), idle_wait_s=60.0)
     svc, _ = service(engine=engine)
     try:
-        gate, busy = threading.Event(), threading.Event()
-        svc._post(lambda: (busy.set(), gate.wait(10)))  # hold the scheduler inside one tick
-        assert busy.wait(10)
+        gate = hold_scheduler(svc)
         taken: list[int] = []
         n = 3 * ps.COMMAND_SLICE
         for i in range(n):

@@ -405,7 +405,6 @@ _QCHAR_NS = Chars(_QCHAR.ranges + ((" ", " "),), negated=True)
 
 def _common_rules(g: PlanGrammar) -> None:
     g.add("ws", star(chars(" ", "\t", "\r", "\n")))
-    g.add("sp", opt(Lit(" ")))
     g.add("name", seq(chars("A-Z", "a-z"), star(chars("A-Z", "a-z", "0-9", "_"))))
     # a quoted string argument: non-empty after stripping spaces (ArgSpec.coerce)
     g.add("qstr_arg", alt(
@@ -452,6 +451,15 @@ def _arg_rule(g: PlanGrammar, skill: SkillSpec, spec: ArgSpec) -> Ref:
     return g.add("str_arg", alt(Ref("name"), Ref("qstr_arg")))
 
 
+def _space_optional(node: Node) -> Node:
+    """``" "? node`` spelled ``" " node | node``: the same language, but xgrammar then decides
+    a token such as `` cat`` (a space and a word) from its precomputed masks. With the optional
+    space as its own nullable rule the token crosses that rule's end and is checked at run time
+    against the whole parser stack, at every argument of every call: the plan grammar's
+    costliest positions."""
+    return alt(seq(Lit(" "), node), node)
+
+
 def _call_rule(g: PlanGrammar, index: int, skill: SkillSpec, *, with_vars: bool, v1: bool) -> Ref:
     names = lits(*[n for n in (skill.alias, skill.name) if n])
     args: list[Node] = []
@@ -461,7 +469,7 @@ def _call_rule(g: PlanGrammar, index: int, skill: SkillSpec, *, with_vars: bool,
     # a, "," b, ("," c ("," d)?)?   -- optional arguments nest at the tail
     tail: Node = EMPTY
     for k in range(len(args) - 1, -1, -1):
-        part = args[k] if k == 0 else seq(Lit(","), Ref("sp"), args[k])
+        part = args[k] if k == 0 else seq(Lit(","), _space_optional(args[k]))
         tail = seq(part, tail)
         if skill.args[k].optional:
             tail = opt(tail)
@@ -471,8 +479,8 @@ def _call_rule(g: PlanGrammar, index: int, skill: SkillSpec, *, with_vars: bool,
     else:
         required = skill.min_args > 0
         if v1:
-            forms.append(seq(names, Lit(","), Ref("sp"), tail) if required
-                         else seq(names, opt(seq(Lit(","), Ref("sp"), tail))))
+            forms.append(seq(names, Lit(","), _space_optional(tail)) if required
+                         else seq(names, opt(seq(Lit(","), _space_optional(tail)))))
         forms.append(seq(names, Lit("("), tail, Lit(")")))
     rname = f"call_{re.sub(r'[^a-z0-9]+', '_', skill.name.lower())}"
     if rname in g.rules:

@@ -171,6 +171,40 @@ def test_choices_are_literal_alternations():
     assert c.accepts("drive,100,-2;drive(9999,5.000);")
 
 
+def _literal(spec: ArgSpec) -> str:
+    """A valid literal of an argument (its lower bound, first choice or a name)."""
+    if spec.choices:
+        return f"'{spec.choices[0]}'"
+    if spec.type == "bool":
+        return "True"
+    if spec.type in ("int", "float"):
+        return str(int(spec.min)) if spec.min is not None else "1"
+    return "cat"
+
+
+@pytest.mark.parametrize("ss", [s for s in [*DEFAULT_SKILL_SETS.values(), ROVER] if language_of(s) != "chat"],
+                         ids=lambda s: s.id)
+@given(data=st.data())
+@SETTINGS
+def test_one_optional_space_after_each_argument_comma(ss, data):
+    """After the comma before an argument (``mf, 100``, ``push(book, 50)``) the plan language has
+    exactly one optional space: none or one is accepted, two are not, in both MiniSpec call
+    dialects. (The grammar spells the space as an alternation, ``" " arg | arg``, which xgrammar
+    masks faster than a nullable rule; this checks the language did not change with it.)"""
+    skill = data.draw(st.sampled_from([s for s in ss.skills if s.args]))
+    spaces = data.draw(st.lists(st.sampled_from(["", " ", "  "]), min_size=len(skill.args), max_size=len(skill.args)))
+    args = [_literal(a) for a in skill.args]
+    name = skill.alias or skill.name
+    v2 = name + "(" + args[0] + "".join("," + sp + a for sp, a in zip(spaces[1:], args[1:])) + ");"
+    texts = [v2]
+    if language_of(ss) == "minispec":  # the v1 dialect also has the space after the name's comma
+        texts.append(name + "," + spaces[0] + args[0] + "".join("," + sp + a for sp, a in zip(spaces[1:], args[1:])) + ";")
+    for text in texts:
+        first_counts = text is not v2
+        ok = all(len(sp) <= 1 for sp in (spaces if first_counts else spaces[1:]))
+        assert checker(ss.id).accepts(text) == ok, text
+
+
 # ---------------------------------------------------------------------------------------------
 # random derivations FROM the grammar pass the segmenter
 # ---------------------------------------------------------------------------------------------

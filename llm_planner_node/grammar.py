@@ -401,10 +401,15 @@ _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _KEYWORDS = ("True", "False", "None")
 _QCHAR = Chars((("'", "'"), ('"', '"'), ("\\", "\\"), ("\x00", "\x1f"), ("\x7f", "\x7f")), negated=True)
 _QCHAR_NS = Chars(_QCHAR.ranges + ((" ", " "),), negated=True)
+#: Whitespace between statements, written inline (``[ \t\r\n]*``) where it is used rather than
+#: as a ``ws`` rule: the same language, but xgrammar then decides a token such as `` mf`` (a space
+#: and a skill name) at a statement start from its precomputed masks instead of checking it at
+#: run time against the whole parser stack (the rule's end would be crossed). Measured with the
+#: shipped tokenizer, 7 canonical drone plans: 17.5 -> 8.2 us per token (fill + accept).
+WS = star(chars(" ", "\t", "\r", "\n"))
 
 
 def _common_rules(g: PlanGrammar) -> None:
-    g.add("ws", star(chars(" ", "\t", "\r", "\n")))
     g.add("name", seq(chars("A-Z", "a-z"), star(chars("A-Z", "a-z", "0-9", "_"))))
     # a quoted string argument: non-empty after stripping spaces (ArgSpec.coerce)
     g.add("qstr_arg", alt(
@@ -546,16 +551,16 @@ def _minispec(g: PlanGrammar, skill_set: SkillSet, max_depth: int, max_loop: int
             g.add(f"stmt_{d}_{a_}_{b_}", alt(*alts))
         if d >= 1:
             for a_, b_ in pairs:
-                more = [seq(Ref(f"stmt_{d}_{a_}_{c}"), Lit(";"), Ref("ws"), Ref(f"seq_{d}_{c}_{b_}"))
+                more = [seq(Ref(f"stmt_{d}_{a_}_{c}"), Lit(";"), WS, Ref(f"seq_{d}_{c}_{b_}"))
                         for c in range(a_, b_ + 1)]
                 g.add(f"seq_{d}_{a_}_{b_}", alt(Ref(f"stmt_{d}_{a_}_{b_}"), *more))
-                g.add(f"block_{d}_{a_}_{b_}", seq(Lit("{"), Ref("ws"), Ref(f"seq_{d}_{a_}_{b_}"), opt(Lit(";")),
-                                                  Ref("ws"), Lit("}")))
+                g.add(f"block_{d}_{a_}_{b_}", seq(Lit("{"), WS, Ref(f"seq_{d}_{a_}_{b_}"), opt(Lit(";")),
+                                                  WS, Lit("}")))
     for k in range(V + 1):
-        g.add(f"plan_{k}", alt(seq(Ref("ws"), Ref(f"stmt_0_{k}_{k}"), Lit(";"), Ref(f"plan_{k}")),
-                               *[seq(Ref("ws"), Ref(f"stmt_0_{k}_{j}"), Lit(";"), Ref(f"plan_{j}"))
+        g.add(f"plan_{k}", alt(seq(WS, Ref(f"stmt_0_{k}_{k}"), Lit(";"), Ref(f"plan_{k}")),
+                               *[seq(WS, Ref(f"stmt_0_{k}_{j}"), Lit(";"), Ref(f"plan_{j}"))
                                  for j in range(k + 1, V + 1)],
-                               Ref("ws")))
+                               WS))
     _drop_unproductive(g)
 
 
@@ -636,7 +641,7 @@ def _subst_args(g: PlanGrammar, skill: SkillSpec, node: Node, var: Ref) -> Node:
 
 
 def _arm(g: PlanGrammar, skill_set: SkillSet) -> None:
-    g.add("root", seq(star(seq(Ref("ws"), Ref("stmt"), Lit(";"))), Ref("ws")))
+    g.add("root", seq(star(seq(WS, Ref("stmt"), Lit(";"))), WS))
     _common_rules(g)
     calls = [_call_rule(g, i, s, with_vars=False, v1=False) for i, s in enumerate(skill_set.skills)]
     g.add("stmt", alt(*calls))
@@ -648,8 +653,7 @@ _CLOSERS = "\"')]}\u201d\u2019"
 
 
 def _chat(g: PlanGrammar) -> None:
-    g.add("root", seq(star(seq(Ref("ws"), Ref("sentence"))), Ref("ws")))
-    g.add("ws", star(chars(" ", "\t", "\r", "\n")))
+    g.add("root", seq(star(seq(WS, Ref("sentence"))), WS))
     text = Chars(tuple((c, c) for c in _TERMINALS + "\n"), negated=True)
     g.add("sentence", seq(star(text), Rep(Chars(tuple((c, c) for c in _TERMINALS)), 1, None),
                           star(Chars(tuple((c, c) for c in _CLOSERS)))))

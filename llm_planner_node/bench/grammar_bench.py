@@ -10,12 +10,16 @@ planned twice, segmented as the node does it (suspend at every segment, resume a
 * ``adapter_rejected``: segments the robot adapter's own validation
   (``robot_adapters.adapter_base.AdapterCore._validate``, the check every adapter runs before a
   command) refuses, over all segments the generations produced;
+* ``matcher``: what each kind's grammar costs vLLM's engine core per decoded token (xgrammar's
+  mask fill + accept over the canonical plans, :mod:`.grammar_matcher`; ``--matcher-only``
+  measures just this, without vLLM);
 * timing, in one run, with vs without the grammar (each instruction alone, unsegmented, the two
   modes interleaved): per-token decode cost (time from the first token to the end / tokens
   after the first) and time to first segment (add -> first segment), medians and their ratios.
 
 JSON (``--json PATH``): ``{"instructions": N, "grammar": {"invalid_plans", "exact", ...},
-"free": {...}, "ratios": {"decode_per_token", "first_segment"}, ...}``.
+"free": {...}, "ratios": {"decode_per_token", "first_segment"}, "matcher": {kind: {"mean_us", ...}},
+...}``.
 """
 
 from __future__ import annotations
@@ -227,7 +231,9 @@ def measure(engine_params: Any, *, limit: int | None = None, timing_items: int =
     finally:
         if own:
             engine.close()
-    result = {"instructions": len(items), "model": engine_params.model,
+    from .grammar_matcher import matcher_cost
+
+    result = {"instructions": len(items), "model": engine_params.model, "matcher": matcher_cost(engine_params.model),
               "grammar": summarize(g) | {"wall_s": tg}, "free": summarize(f) | {"wall_s": tf},
               "timing": tm, "ratios": tm["ratios"] if tm else None,
               "differences": [{"instruction": a.item.instruction, "grammar": a.plan or a.error,
@@ -264,6 +270,11 @@ def report(r: dict[str, Any]) -> str:
                      f"{1e3 * f['decode_per_token_s']:.2f} ms -> ratio {ra['decode_per_token']:.2f}")
         lines.append(f"  time to first segment: grammar {1e3 * g['first_segment_s']:.1f} ms, free "
                      f"{1e3 * f['first_segment_s']:.1f} ms -> ratio {ra['first_segment']:.2f}")
+    if r.get("matcher"):
+        from .grammar_matcher import report_lines
+
+        lines.append("")
+        lines += report_lines(r["matcher"])
     if r["free"]["invalid_examples"]:
         lines.append("")
         lines.append("free decoding, INVALID_PLAN examples:")
@@ -286,6 +297,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="only the first N held-out instructions")
     parser.add_argument("--timing-items", type=int, default=12,
                         help="instructions timed alone per mode for the cost ratios (default %(default)s; 0: skip)")
+    parser.add_argument("--matcher-only", action="store_true",
+                        help="only the grammar matcher's cost per token (xgrammar, no vLLM; seconds)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
 
 
@@ -295,11 +308,17 @@ def run(args: argparse.Namespace) -> int:
     from ..cli import CommandError
     from ..params import load_params
 
-    if importlib.util.find_spec("vllm") is None:
-        raise CommandError("vLLM is not installed in this environment (run `make setup`)")
     engine_params = replace(load_params(args.params, check=False).planner.engine, kind="vllm")
-    result = measure(engine_params, limit=args.limit, timing_items=max(0, args.timing_items))
-    print(report(result))
+    if args.matcher_only:
+        from .grammar_matcher import matcher_cost, report_lines
+
+        result: dict[str, Any] = {"model": engine_params.model, "matcher": matcher_cost(engine_params.model)}
+        print("\n".join(report_lines(result["matcher"])))
+    else:
+        if importlib.util.find_spec("vllm") is None:
+            raise CommandError("vLLM is not installed in this environment (run `make setup`)")
+        result = measure(engine_params, limit=args.limit, timing_items=max(0, args.timing_items))
+        print(report(result))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2, default=str)

@@ -46,6 +46,20 @@ def plans_by_kind() -> dict[str, list[str]]:
     return out
 
 
+def _replay(matcher: Any, ids: list[int], bitmask: Any) -> list[float] | None:
+    """Seconds of mask fill + accept per token of ``ids`` through ``matcher`` (a fresh one per
+    replay, as vLLM has one per request), or None if the grammar refuses a token."""
+    times: list[float] = []
+    for token in ids:
+        t = time.perf_counter()
+        matcher.fill_next_token_bitmask(bitmask)
+        ok = matcher.accept_token(token)
+        times.append(time.perf_counter() - t)
+        if not ok:
+            return None
+    return times
+
+
 def matcher_cost(model: str = "embedded", plans: dict[str, list[str]] | None = None,
                  repeats: int = 5) -> dict[str, dict[str, Any]]:
     """Per robot kind: the grammar's compile time and the microseconds per token of
@@ -70,27 +84,18 @@ def matcher_cost(model: str = "embedded", plans: dict[str, list[str]] | None = N
         compile_s = time.perf_counter() - t
         per_token: list[float] = []
         rejected: list[str] = []
+        tokens = 0
         for plan in kind_plans:
             ids = tok.encode(plan, add_special_tokens=False)
-            times: list[float] = []
-            for _ in range(max(1, repeats)):
-                matcher = xg.GrammarMatcher(compiled)  # a fresh matcher per replay, as vLLM has per request
-                for token in ids:
-                    t = time.perf_counter()
-                    matcher.fill_next_token_bitmask(bitmask)
-                    ok = matcher.accept_token(token)
-                    times.append(time.perf_counter() - t)
-                    if not ok:
-                        break
-                else:
-                    continue
+            replays = [_replay(xg.GrammarMatcher(compiled), ids, bitmask) for _ in range(max(1, repeats))]
+            if any(r is None for r in replays):
                 rejected.append(plan)
-                times = []
-                break
-            per_token += times
+                continue
+            tokens += len(ids)
+            per_token += [x for r in replays for x in r]
         us = [1e6 * x for x in per_token]
         result[kind] = {"skill_set": DEFAULT_SKILL_SET_FOR_KIND[kind], "plans": len(kind_plans),
-                        "tokens": len(us) // max(1, repeats), "compile_ms": 1e3 * compile_s, "grammar_chars": len(ebnf),
+                        "tokens": tokens, "compile_ms": 1e3 * compile_s, "grammar_chars": len(ebnf),
                         "mean_us": statistics.fmean(us) if us else None,
                         "median_us": statistics.median(us) if us else None,
                         "max_us": max(us) if us else None, "rejected": rejected}

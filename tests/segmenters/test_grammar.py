@@ -195,13 +195,12 @@ def test_one_optional_space_after_each_argument_comma(ss, data):
     spaces = data.draw(st.lists(st.sampled_from(["", " ", "  "]), min_size=len(skill.args), max_size=len(skill.args)))
     args = [_literal(a) for a in skill.args]
     name = skill.alias or skill.name
-    v2 = name + "(" + args[0] + "".join("," + sp + a for sp, a in zip(spaces[1:], args[1:])) + ");"
-    texts = [v2]
+    rest = "".join("," + sp + a for sp, a in zip(spaces[1:], args[1:]))
+    cases = [(name + "(" + args[0] + rest + ");", spaces[1:])]  # (text, the spaces after its commas)
     if language_of(ss) == "minispec":  # the v1 dialect also has the space after the name's comma
-        texts.append(name + "," + spaces[0] + args[0] + "".join("," + sp + a for sp, a in zip(spaces[1:], args[1:])) + ";")
-    for text in texts:
-        first_counts = text is not v2
-        ok = all(len(sp) <= 1 for sp in (spaces if first_counts else spaces[1:]))
+        cases.append((name + "," + spaces[0] + args[0] + rest + ";", spaces))
+    for text, after_commas in cases:
+        ok = all(len(sp) <= 1 for sp in after_commas)
         assert checker(ss.id).accepts(text) == ok, text
 
 

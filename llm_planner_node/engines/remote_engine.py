@@ -295,6 +295,29 @@ class RemoteEngine(VllmEngine):
             raise
 
     # -- Engine protocol (the rest is VllmEngine's) ----------------------------------------------
+    def warm_up(self, specs: Sequence[GenerationSpec], timeout_s: float = 120.0) -> None:
+        """:meth:`VllmEngine.warm_up` on every server up (each has its own prefix cache and
+        compiled grammars); a server that fails it is left to the metrics poll, and its first
+        goals pay the cold start."""
+        async def one(i: int, spec: GenerationSpec, server: ServerState) -> None:
+            gen = self._new_gen(spec)
+            body = {**self._body(gen, server, gen.prompt_ids), "max_tokens": 1, "stream": False,
+                    "request_id": f"warm-up-{i}-{server.url}"}
+            body.pop("stream_options", None)
+            body.pop("priority", None)
+            try:
+                r = await self._client.post(f"{server.url}/v1/completions", json=body)
+                r.raise_for_status()
+            except Exception as e:  # noqa: BLE001 - a warm-up never fails the engine
+                log.warning("remote engine: warm-up on %s failed (%s: %s); its first goals start cold",
+                            server.url, type(e).__name__, e)
+
+        async def all_of() -> None:
+            await asyncio.gather(*(one(i, spec, server) for i, spec in enumerate(specs)
+                                   for server in self.pool.up()))
+
+        asyncio.run_coroutine_threadsafe(all_of(), self._loop).result(timeout=timeout_s)
+
     def kv_capacity_tokens(self) -> int:
         return self.pool.capacity_tokens() or self._capacity_default
 

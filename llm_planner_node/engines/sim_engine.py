@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from ..core.clock import Clock
 from ..core.engine_api import (RETENTION_MODES, EngineEvent, FinishedEvent, GenerationSpec,
@@ -226,6 +227,13 @@ class SimEngine:
         g.pending_prefill = p.prompt_tokens - cached
         g.cached_report = cached
         self._running[spec.gen_id] = g
+
+    def warm_up(self, specs: Sequence[GenerationSpec]) -> None:
+        """Each spec's shared skill-set prefix resident before any goal (what ``add`` does for
+        the first goal of a prefix), so that goal's prefill is served from the cache too."""
+        for spec in specs:
+            p = _sim_prompt(spec.prompt)
+            self.prewarm(p.prefix_key, p.shared_prefix_tokens)
 
     def resume(self, gen_id: int, priority: int = 0) -> None:
         g = self._suspended.pop(gen_id, None)

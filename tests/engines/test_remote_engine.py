@@ -115,6 +115,37 @@ def test_resumes_on_the_same_server_hit_the_prefix_cache(engine):
     assert placements and all(p[1] == url and p[2] == "affinity" for p in placements)
 
 
+def _prompt_hits(engine, prompt) -> int:
+    """Run ``prompt`` for a few tokens on server 0; the prefix-cache hits its server counted."""
+    from engine_runs import next_gen_id
+
+    url = engine.pool.servers[0].url
+    engine.refresh_metrics()
+    h0, _ = engine.prefix_cache_stats()[url]
+    gid = next_gen_id()
+    engine.add(GenerationSpec(gid, prompt, 4, "drone", "tello_minispec", False))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if any(ev.gen_id == gid and isinstance(ev, (FinishedEvent, FailedEvent)) for ev in engine.step()):
+            break
+    engine.refresh_metrics()
+    return engine.prefix_cache_stats()[url][0] - h0
+
+
+def test_warm_up_puts_the_prompt_in_the_servers_prefix_cache(engine):
+    import uuid
+
+    def unique_prompt() -> str:  # nothing of it can be cached before
+        return " ".join(uuid.uuid4().hex for _ in range(12)) + "\nplan:"
+
+    assert _prompt_hits(engine, unique_prompt()) == 0
+    warm = unique_prompt()
+    engine.warm_up([GenerationSpec(-1, warm, 1, "drone", "tello_minispec", False)])
+    n = engine.count_prompt_tokens(warm)
+    assert n > 2 * BLOCK
+    assert _prompt_hits(engine, warm) == (n - 1) // BLOCK * BLOCK
+
+
 def test_killing_a_server_in_a_burst_loses_no_goal_and_a_server_that_returns_is_used_again(servers, caplog):
     from llm_planner_node.engines.remote_engine import RemoteEngine
 

@@ -222,3 +222,32 @@ def test_wake_ends_a_step_waiting_for_events(engine):
         engine.wake()  # never leave a step blocked
         t.join(60.0)
         engine.step_timeout_s = before
+
+
+def _first_cached(engine, prompt) -> int:
+    """Run ``prompt`` for a few tokens; the prefix-cache hit its first output reports."""
+    gid = next_gen_id()
+    engine.add(GenerationSpec(gid, prompt, 4, "drone", "tello_minispec", False))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for ev in engine.step():
+            if ev.gen_id == gid and isinstance(ev, TokensEvent) and ev.cached_prompt_tokens is not None:
+                engine.abort(gid)
+                return ev.cached_prompt_tokens
+    raise AssertionError("no output within 60 s")
+
+
+def test_warm_up_puts_the_prompt_in_the_prefix_cache_and_reports_no_event(engine):
+    import uuid
+
+    def unique_prompt() -> str:  # nothing of it can be cached before
+        return " ".join(uuid.uuid4().hex for _ in range(12)) + "\nplan:"
+
+    cold = unique_prompt()
+    assert _first_cached(engine, cold) == 0
+    warm = unique_prompt()
+    engine.warm_up([GenerationSpec(-1, warm, 1, "drone", "tello_minispec", False)])
+    assert not [ev for _ in range(20) for ev in engine.step() if ev.gen_id == -1]  # 0.1 s of steps
+    n = engine.count_prompt_tokens(warm)
+    assert n > 2 * BLOCK
+    assert _first_cached(engine, warm) == (n - 1) // BLOCK * BLOCK

@@ -456,3 +456,53 @@ def test_a_status_whose_handling_fails_is_logged_and_the_next_statuses_are_appli
         assert ("error", "planner command failed: KeyError('execution-time model')") in ports.logs
     finally:
         svc.close()
+
+
+class WarmedSimEngine(RealtimeSimEngine):
+    """The real simulated engine, recording what it was warmed with."""
+
+    def __init__(self, *a, fail=False, **kw):
+        super().__init__(*a, **kw)
+        self.warmed, self.fail = [], fail
+
+    def warm_up(self, specs):
+        self.warmed.append(list(specs))
+        if self.fail:
+            raise RuntimeError("server gone")
+        super().warm_up(specs)
+
+
+def _fleet_of_three_kinds():
+    return parse_params({"planner": {"engine": {"kind": "sim"}},
+                         "robots": [{"id": "d1", "kind": "drone", "adapter": "sim"},
+                                    {"id": "d2", "kind": "drone", "adapter": "sim"},
+                                    {"id": "a1", "kind": "arm", "adapter": "sim"},
+                                    {"id": "c1", "kind": "chat", "adapter": "sim"}]})
+
+
+def test_a_new_engine_is_warmed_once_per_robot_kind_before_any_goal():
+    eng = WarmedSimEngine(WallClock())
+    capacity = eng.free_kv_tokens()
+    ports = Ports()
+    PlannerService(_fleet_of_three_kinds(), ports, engine=eng)
+    (specs,) = eng.warmed
+    assert sorted((s.robot_kind, s.skill_set_id) for s in specs) == [
+        ("arm", "indy7_arm"), ("chat", "chat"), ("drone", "tello_minispec")]
+    assert all(s.max_tokens == 1 and not s.suspend_at_segments for s in specs)
+    assert eng.free_kv_tokens() < capacity  # the shared prefix is resident before the first goal
+    assert any(level == "info" and text.startswith("engine warmed for 3 robot kind(s)") for level, text in ports.logs)
+
+
+def test_a_failed_warm_up_is_logged_and_goals_still_run():
+    eng = WarmedSimEngine(WallClock(), fail=True)
+    ports = Ports()
+    svc = PlannerService(_fleet_of_three_kinds(), ports, engine=eng)
+    svc.accepting = True
+    svc.start()
+    try:
+        assert any(level == "warning" and "warm-up failed" in text and "server gone" in text
+                   for level, text in ports.logs)
+        assert submit(svc)[0] is None
+        assert wait(lambda: ports.segments)
+    finally:
+        svc.close()

@@ -238,7 +238,7 @@ class PlannerService:
         except Exception as e:  # noqa: BLE001 - a cold first goal is slower, not wrong
             self.ports.log("warning", f"engine warm-up failed ({safe_text(repr(e), 300)}); the first goals start cold")
             return
-        self.ports.log("info", f"engine warmed for {len(specs)} robot kind(s) in {time.monotonic() - t0:.2f} s")
+        self.ports.log("debug", f"engine warmed for {len(specs)} robot kind(s) in {time.monotonic() - t0:.2f} s")
 
     def _post(self, command: Callable[[], None]) -> None:
         """Run ``command`` on the scheduler thread (its next slice of goal commands)."""

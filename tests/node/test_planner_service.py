@@ -490,7 +490,7 @@ def test_a_new_engine_is_warmed_once_per_robot_kind_before_any_goal():
         ("arm", "indy7_arm"), ("chat", "chat"), ("drone", "tello_minispec")]
     assert all(s.max_tokens == 1 and not s.suspend_at_segments for s in specs)
     assert eng.free_kv_tokens() < capacity  # the shared prefix is resident before the first goal
-    assert any(level == "info" and text.startswith("engine warmed for 3 robot kind(s)") for level, text in ports.logs)
+    assert any(level == "debug" and text.startswith("engine warmed for 3 robot kind(s)") for level, text in ports.logs)
 
 
 def test_a_failed_warm_up_is_logged_and_goals_still_run():

@@ -214,27 +214,30 @@ class PlannerService:
 
     def warm_up(self, engine: Engine) -> None:
         """Warm a freshly started engine (the engine contract's optional ``warm_up``) with one spec
-        per robot kind and skill set of the fleet, each the prompt of a goal the shipped planner
-        knows for that kind: the first goal of each kind then finds its prompt in the prefix
-        cache and its grammar compiled, and starts as fast as later ones. A failure is logged;
-        the first goals then start cold."""
+        per robot kind and skill set of the fleet, the prompt of the shipped planner's first
+        canonical goal of that kind, and the canonical plans of that kind: the first goals then
+        find their prompt in the prefix cache and the base and resume grammars compiled, and
+        start as fast as later ones. A failure is logged; the first goals then start cold."""
         warm = getattr(engine, "warm_up", None)
         if warm is None:
             return
-        from .planner_model.known import PLAN_KIND, known_instructions
+        from .planner_model.corpus import canonical_chat_examples, canonical_examples
+        from .planner_model.known import PLAN_KIND
 
-        known = known_instructions()
+        examples = canonical_examples() + canonical_chat_examples()
         specs: list[GenerationSpec] = []
+        plans: list[list[str]] = []
         for kind, skill_set in sorted({(r.kind, r.skill_set) for r in self.params.robots}):
-            instructions = known.get(PLAN_KIND.get(kind, kind)) or ["warm up"]
+            mine = [ex for ex in examples if ex.robot_kind == PLAN_KIND.get(kind, kind)]
             try:
-                prompt = self._prompt_builder(instructions[0], kind, skill_set)
+                prompt = self._prompt_builder(mine[0].instruction if mine else "warm up", kind, skill_set)
             except ValueError:
                 continue
             specs.append(GenerationSpec(-1 - len(specs), prompt, 1, kind, skill_set, False))
+            plans.append([ex.plan for ex in mine])
         t0 = time.monotonic()
         try:
-            warm(specs)
+            warm(specs, plans)
         except Exception as e:  # noqa: BLE001 - a cold first goal is slower, not wrong
             self.ports.log("warning", f"engine warm-up failed ({safe_text(repr(e), 300)}); the first goals start cold")
             return

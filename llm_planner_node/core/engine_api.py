@@ -31,11 +31,13 @@ Contract (both the live vLLM backend and ``engines/sim_engine.py`` implement it)
 - ``wake()`` (optional; any thread): an engine whose ``step`` waits for its next event returns
   from that wait now (with what it has, perhaps nothing). The service calls it when a robot
   status or a goal command arrives, so neither waits out the engine's wait.
-- ``warm_up(specs)`` (optional): before any goal, make each spec's prompt and grammar ready as
-  a first goal of its kind would need them (live vLLM: one token generated and dropped per
-  spec, which puts the prompt's blocks in the prefix cache and compiles the grammar); blocks
-  until done, reports no event. The service calls it with one spec per robot kind and skill
-  set of the fleet whenever it starts an engine.
+- ``warm_up(specs, plans)`` (optional): before any goal, make each spec's prompt and grammar
+  ready as a first goal of its kind would need them, and the resume grammars segmented
+  generation of ``plans[i]`` (example plans of that kind) would need (live vLLM: one token
+  generated and dropped per spec and per distinct resume grammar, which puts the prompts'
+  blocks in the prefix cache and compiles the grammars); blocks until done, reports no event.
+  The service calls it with one spec per robot kind and skill set of the fleet, and the shipped
+  planner's canonical plans of that kind, whenever it starts an engine.
 - ``abort``, ``suspend``, ``resume`` and ``retain`` of an id the engine no longer runs are no-ops (events
   and commands cross in the live engine).
 

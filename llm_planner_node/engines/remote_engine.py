@@ -295,16 +295,20 @@ class RemoteEngine(VllmEngine):
             raise
 
     # -- Engine protocol (the rest is VllmEngine's) ----------------------------------------------
-    def warm_up(self, specs: Sequence[GenerationSpec], timeout_s: float = 120.0) -> None:
+    def warm_up(self, specs: Sequence[GenerationSpec], plans: Sequence[Sequence[str]] = (),
+                timeout_s: float = 120.0) -> None:
         """:meth:`VllmEngine.warm_up` on every server up (each has its own prefix cache and
         compiled grammars); a server that fails it is left to the metrics poll, and its first
         goals pay the cold start."""
-        async def one(i: int, spec: GenerationSpec, server: ServerState) -> None:
+        async def one(name: str, spec: GenerationSpec, kept: list[int], grammar: str | None,
+                      server: ServerState) -> None:
             gen = self._new_gen(spec)
-            body = {**self._body(gen, server, gen.prompt_ids), "max_tokens": 1, "stream": False,
-                    "request_id": f"warm-up-{i}-{server.url}"}
+            body = {**self._body(gen, server, gen.prompt_ids + kept), "max_tokens": 1, "stream": False,
+                    "request_id": f"{name}-{server.url}"}
             body.pop("stream_options", None)
             body.pop("priority", None)
+            if grammar is not None:
+                body["structured_outputs"] = {"grammar": grammar}
             try:
                 r = await self._client.post(f"{server.url}/v1/completions", json=body)
                 r.raise_for_status()
@@ -313,8 +317,14 @@ class RemoteEngine(VllmEngine):
                             server.url, type(e).__name__, e)
 
         async def all_of() -> None:
-            await asyncio.gather(*(one(i, spec, server) for i, spec in enumerate(specs)
-                                   for server in self.pool.up()))
+            jobs = []
+            for i, spec in enumerate(specs):
+                resumes = self._resume_grammars(spec, plans[i] if i < len(plans) else ())
+                for server in self.pool.up():
+                    jobs.append(one(f"warm-up-{i}", spec, [], None, server))
+                    jobs.extend(one(f"warm-up-{i}-{j}", spec, kept, text, server)
+                                for j, (kept, text) in enumerate(resumes))
+            await asyncio.gather(*jobs)
 
         asyncio.run_coroutine_threadsafe(all_of(), self._loop).result(timeout=timeout_s)
 

@@ -228,9 +228,10 @@ class SimEngine:
         g.cached_report = cached
         self._running[spec.gen_id] = g
 
-    def warm_up(self, specs: Sequence[GenerationSpec]) -> None:
+    def warm_up(self, specs: Sequence[GenerationSpec], plans: Sequence[Sequence[str]] = ()) -> None:
         """Each spec's shared skill-set prefix resident before any goal (what ``add`` does for
-        the first goal of a prefix), so that goal's prefill is served from the cache too."""
+        the first goal of a prefix), so that goal's prefill is served from the cache too (the
+        simulator has no grammars: ``plans`` changes nothing)."""
         for spec in specs:
             p = _sim_prompt(spec.prompt)
             self.prewarm(p.prefix_key, p.shared_prefix_tokens)

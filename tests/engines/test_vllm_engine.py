@@ -246,7 +246,8 @@ def test_warm_up_puts_the_prompt_in_the_prefix_cache_and_reports_no_event(engine
     cold = unique_prompt()
     assert _first_cached(engine, cold) == 0
     warm = unique_prompt()
-    engine.warm_up([GenerationSpec(-1, warm, 1, "drone", "tello_minispec", False)])
+    plans = [e.plan for e in canonical_examples() if e.robot_kind == "drone"]  # and their resume grammars
+    engine.warm_up([GenerationSpec(-1, warm, 1, "drone", "tello_minispec", False)], [plans])
     assert not [ev for _ in range(20) for ev in engine.step() if ev.gen_id == -1]  # 0.1 s of steps
     n = engine.count_prompt_tokens(warm)
     assert n > 2 * BLOCK

@@ -465,11 +465,11 @@ class WarmedSimEngine(RealtimeSimEngine):
         super().__init__(*a, **kw)
         self.warmed, self.fail = [], fail
 
-    def warm_up(self, specs):
-        self.warmed.append(list(specs))
+    def warm_up(self, specs, plans=()):
+        self.warmed.append((list(specs), [list(p) for p in plans]))
         if self.fail:
             raise RuntimeError("server gone")
-        super().warm_up(specs)
+        super().warm_up(specs, plans)
 
 
 def _fleet_of_three_kinds():
@@ -485,7 +485,9 @@ def test_a_new_engine_is_warmed_once_per_robot_kind_before_any_goal():
     capacity = eng.free_kv_tokens()
     ports = Ports()
     PlannerService(_fleet_of_three_kinds(), ports, engine=eng)
-    (specs,) = eng.warmed
+    ((specs, plans),) = eng.warmed
+    by_kind = {s.robot_kind: p for s, p in zip(specs, plans)}
+    assert len(by_kind["drone"]) == 8 and len(by_kind["arm"]) == 3 and len(by_kind["chat"]) == 3  # canonical plans
     assert sorted((s.robot_kind, s.skill_set_id) for s in specs) == [
         ("arm", "indy7_arm"), ("chat", "chat"), ("drone", "tello_minispec")]
     assert all(s.max_tokens == 1 and not s.suspend_at_segments for s in specs)

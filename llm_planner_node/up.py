@@ -118,7 +118,13 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
 
             host = robot.host or f"127.0.0.{10 + index}"
             scene = workspace_scene()
-            fake = FakeIndy(host, time_scale=time_scale, scene=scene).start()
+            try:
+                fake = FakeIndy(host, time_scale=time_scale, scene=scene).start()
+            except OSError as e:  # most often: another `up` or `demo` of this fleet still runs here
+                from .cli import CommandError
+
+                raise CommandError(f"robot {robot.id}: {e} (or stop the other `timely-fleet up` or `demo` "
+                                   "running on this machine)") from e
             stack.callback(fake.stop)
             ex = IndyArmExecutor(host, scene, time_scale=time_scale)
         else:

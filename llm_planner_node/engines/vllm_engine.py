@@ -289,12 +289,11 @@ class VllmEngine:
                 except PlanError:
                     break  # not a plan of this skill set: nothing more to learn from it
                 if cut and not self._grammar_mid_char(gen):
-                    gen.grammar.advance("".join(gen.gtext))
-                    gen.gtext.clear()
-                    if gen.grammar.dead:
+                    state = self._grammar_state(gen)
+                    if state is None:
                         break
-                    if not gen.grammar.at_start:
-                        out.setdefault(gen.grammar.ebnf(), list(gen.kept))
+                    if not state.at_start:
+                        out.setdefault(state.ebnf(), list(gen.kept))
         return [(kept, text) for text, kept in out.items()]
 
     def resume(self, gen_id: int, priority: int = 0) -> None:
@@ -543,22 +542,29 @@ class VllmEngine:
             self.error = f"{type(e).__name__}: {e}"
             self._fail(gen, f"inference engine failed: {self.error}")
 
-    def _grammar_text(self, gen: _Gen) -> str | None:
-        """The grammar (EBNF) of this add/resume: the resume grammar after everything generated
-        (also the remote engine's)."""
+    def _grammar_state(self, gen: _Gen) -> GrammarState | None:
+        """The plan language after everything kept (the decoded text not yet fed is fed now), or
+        None if the generation is unconstrained or its kept text left the language."""
         if gen.grammar is None:
             return None
         if gen.gtext:
             gen.grammar.advance("".join(gen.gtext))
             gen.gtext.clear()
-        if gen.grammar.dead:  # cannot happen under the grammar; the segmenter still checks
-            log.error("generation %d: the kept text left the plan grammar; resuming unconstrained",
-                      gen.spec.gen_id)
-            gen.grammar = None
+        return None if gen.grammar.dead else gen.grammar
+
+    def _grammar_text(self, gen: _Gen) -> str | None:
+        """The grammar (EBNF) of this add/resume: the resume grammar after everything generated
+        (also the remote engine's)."""
+        state = self._grammar_state(gen)
+        if state is None:
+            if gen.grammar is not None:  # dead: cannot happen under the grammar; the segmenter still checks
+                log.error("generation %d: the kept text left the plan grammar; resuming unconstrained",
+                          gen.spec.gen_id)
+                gen.grammar = None
             return None
         if gen.kept:
-            self.resume_grammars.append(gen.grammar.at_start)
-        return gen.grammar.ebnf()
+            self.resume_grammars.append(state.at_start)
+        return state.ebnf()
 
     def _structured_outputs(self, gen: _Gen) -> Any:
         """vLLM's structured outputs for this add/resume (:meth:`_grammar_text`), or None."""

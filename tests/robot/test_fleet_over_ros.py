@@ -31,6 +31,7 @@ def test_hundred_simulated_robots_in_one_process_execute_their_segments(ros_cont
     acked: set[str] = set()
     done: dict[str, list[str]] = {}
     executions: dict[str, int] = {}
+    sends: dict[str, int] = {}
 
     def on_status(m: RobotStatus) -> None:
         acked.add(m.robot_id)
@@ -58,6 +59,7 @@ def test_hundred_simulated_robots_in_one_process_execute_their_segments(ros_cont
                 for rid, pub in pubs.items():
                     if rid not in acked:
                         pub.publish(msg[rid])
+                        sends[rid] = sends.get(rid, 0) + 1
                 next_send = time.monotonic() + 1.0
             ex.spin_once(timeout_sec=0.05)
         end = time.monotonic() + 0.5  # late duplicates would show up as second executions here
@@ -71,6 +73,8 @@ def test_hundred_simulated_robots_in_one_process_execute_their_segments(ros_cont
     assert len(done) == N, f"{N - len(done)} robots never reported done"
     assert all(names == ["move_forward", "turn_cw"] for names in done.values())
     # re-sent segments are duplicates: each robot executed its two skills exactly once (a duplicate
-    # is answered with the robot's latest status, so DONE may be reported more than once)
+    # is answered with the robot's latest status, so DONE may be reported more than once: at most
+    # once per copy sent, however late the driver's spin read the statuses on a loaded machine)
     assert all([c.name for c in core.executor.executed] == ["move_forward", "turn_cw"] for core in fleet.cores)
-    assert set(executions.values()) <= {1, 2, 3}
+    assert all(1 <= executions[rid] <= sends[rid] for rid in done), \
+        {rid: (executions[rid], sends[rid]) for rid in done if executions[rid] > sends[rid]}

@@ -300,9 +300,7 @@ class RemoteEngine(VllmEngine):
         """:meth:`VllmEngine.warm_up` on every server up (each has its own prefix cache and
         compiled grammars); a server that fails it is left to the metrics poll, and its first
         goals pay the cold start."""
-        async def one(name: str, spec: GenerationSpec, kept: list[int], grammar: str | None,
-                      server: ServerState) -> None:
-            gen = self._new_gen(spec)
+        async def one(name: str, gen: _Gen, kept: list[int], grammar: str | None, server: ServerState) -> None:
             body = {**self._body(gen, server, gen.prompt_ids + kept), "max_tokens": 1, "stream": False,
                     "request_id": f"{name}-{server.url}"}
             body.pop("stream_options", None)
@@ -317,14 +315,9 @@ class RemoteEngine(VllmEngine):
                             server.url, type(e).__name__, e)
 
         async def all_of() -> None:
-            jobs = []
-            for i, spec in enumerate(specs):
-                resumes = self._resume_grammars(spec, plans[i] if i < len(plans) else ())
-                for server in self.pool.up():
-                    jobs.append(one(f"warm-up-{i}", spec, [], None, server))
-                    jobs.extend(one(f"warm-up-{i}-{j}", spec, kept, text, server)
-                                for j, (kept, text) in enumerate(resumes))
-            await asyncio.gather(*jobs)
+            requests = self._warm_up_requests(specs, plans)
+            await asyncio.gather(*(one(name, gen, kept, text, server) for name, gen, kept, text in requests
+                                   for server in self.pool.up()))
 
         asyncio.run_coroutine_threadsafe(all_of(), self._loop).result(timeout=timeout_s)
 

@@ -249,25 +249,32 @@ class VllmEngine:
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams
 
-        async def one(name: str, gen: _Gen, grammar: Any) -> None:
+        async def one(name: str, context: list[int], grammar: Any) -> None:
             params = SamplingParams(temperature=0.0, max_tokens=1, detokenize=False, stop_token_ids=self.eos_ids,
                                     structured_outputs=grammar)
-            async for _ in self._engine.generate(TokensPrompt(prompt_token_ids=gen.prompt_ids + gen.kept), params,
-                                                 name):
+            async for _ in self._engine.generate(TokensPrompt(prompt_token_ids=context), params, name):
                 pass
 
         async def all_of() -> None:
-            jobs = []
-            for i, spec in enumerate(specs):
-                gen = self._new_gen(spec)
-                jobs.append(one(f"warm-up-{i}", gen, self._structured_outputs(gen)))
-                for j, (kept, text) in enumerate(self._resume_grammars(spec, plans[i] if i < len(plans) else ())):
-                    resumed = self._new_gen(spec)
-                    resumed.kept = kept
-                    jobs.append(one(f"warm-up-{i}-{j}", resumed, StructuredOutputsParams(grammar=text)))
-            await asyncio.gather(*jobs)
+            await asyncio.gather(*(
+                one(name, gen.prompt_ids + kept,
+                    self._structured_outputs(gen) if text is None else StructuredOutputsParams(grammar=text))
+                for name, gen, kept, text in self._warm_up_requests(specs, plans)))
 
         asyncio.run_coroutine_threadsafe(all_of(), self._loop).result(timeout=timeout_s)
+
+    def _warm_up_requests(self, specs: Sequence[GenerationSpec], plans: Sequence[Sequence[str]]
+                          ) -> list[tuple[str, _Gen, list[int], str | None]]:
+        """The warm-up's requests (also the remote engine's): (request id, a fresh generation of
+        the spec, kept token ids, resume grammar or None for the spec's own grammar), one per
+        spec and one per resume of :meth:`_resume_grammars` of its plans."""
+        out: list[tuple[str, _Gen, list[int], str | None]] = []
+        for i, spec in enumerate(specs):
+            gen = self._new_gen(spec)
+            out.append((f"warm-up-{i}", gen, [], None))
+            out.extend((f"warm-up-{i}-{j}", gen, kept, text) for j, (kept, text)
+                       in enumerate(self._resume_grammars(spec, plans[i] if i < len(plans) else ())))
+        return out
 
     def _resume_grammars(self, spec: GenerationSpec, plans: Sequence[str]) -> list[tuple[list[int], str]]:
         """(kept token ids, resume grammar) of the first resume of each distinct resume grammar

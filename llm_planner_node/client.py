@@ -490,24 +490,30 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
         return 1
     t0 = time.monotonic()
     mine: dict[str, str] = {}
+    shown: list[str] = []
 
     def progress(st: Any) -> None:
-        """The robot's progress on this goal, from /robot_status."""
+        """The robot's progress on this goal, from /robot_status: one line per change (a robot
+        answers the planner's probes during a long skill by repeating its latest status)."""
         if st.goal_id != mine.get("id"):
             return
-        t = f"[{time.monotonic() - t0:7.3f} s] robot {st.robot_id}"
         if st.state == 2 and st.current_skill:
-            print(f"{t}: segment {st.sequence} executing {st.current_skill} "
-                  f"(skill {len(st.skill_names) + 1})", flush=True)
+            line = f"segment {st.sequence} executing {st.current_skill} (skill {len(st.skill_names) + 1})"
         elif st.state == 3:
             done = ", ".join(f"{n} {d:.1f} s" for n, d in zip(st.skill_names, st.skill_durations_s))
-            print(f"{t}: segment {st.sequence} finished ({done})", flush=True)
+            line = f"segment {st.sequence} finished ({done})"
         elif st.state == 4:
-            print(f"{t}: segment {st.sequence} failed: {st.error}", flush=True)
+            line = f"segment {st.sequence} failed: {st.error}"
         elif st.state == 5:
-            print(f"{t}: segment {st.sequence} cancelled", flush=True)
+            line = f"segment {st.sequence} cancelled"
         elif st.state == 0 and st.error:
-            print(f"{t}: {st.error}", flush=True)
+            line = st.error
+        else:
+            return
+        if line in shown:
+            return
+        shown.append(line)
+        print(f"[{time.monotonic() - t0:7.3f} s] robot {st.robot_id}: {line}", flush=True)
 
     client.watch_status(progress)
 

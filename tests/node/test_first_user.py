@@ -112,6 +112,9 @@ def test_readme_first_goals_succeed_on_the_simulated_engine_in_real_time():
             # the robot's progress is shown while it works, not only the result at the end
             assert re.search(r"robot \S+: segment 0 executing", p.stdout), (robot, p.stdout)
             assert re.search(r"segment \d+ finished", p.stdout), (robot, p.stdout)
+            # one line per change of the robot's state, not one per repeated status
+            progress = re.findall(r"robot \S+: (segment .*)", p.stdout)
+            assert len(progress) == len(set(progress)), (robot, p.stdout)
     finally:
         log = up.stop()
     assert "Traceback" not in log

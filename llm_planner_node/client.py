@@ -490,7 +490,7 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
         return 1
     t0 = time.monotonic()
     mine: dict[str, str] = {}
-    shown: list[str] = []
+    shown: set[str] = set()
 
     def progress(st: Any) -> None:
         """The robot's progress on this goal, from /robot_status: one line per change (a robot
@@ -512,7 +512,7 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
             return
         if line in shown:
             return
-        shown.append(line)
+        shown.add(line)
         print(f"[{time.monotonic() - t0:7.3f} s] robot {st.robot_id}: {line}", flush=True)
 
     client.watch_status(progress)

@@ -1,9 +1,9 @@
 """Failover through the planner node (issue 16), as a user runs it: two ``vllm serve`` servers on
 loopback (conftest.py's ``vllm_servers``, shared with test_remote_engine.py), ``timely-fleet up
 --engine remote --server URL --server URL`` as its own process (planner and simulated robots), and
-an independent ROS client (GoalClient) that sends a burst of goals. A server seen stepping is
-frozen, and killed (SIGKILL) if the planner's ``/diagnostics`` then show streams of its running
-there: every goal still ends SUCCEEDED with the plan the model writes, the planner logs each
+an independent ROS client (GoalClient) that sends a burst of goals. When a server is seen
+stepping, both are frozen, and the one where the planner's ``/diagnostics`` then show the most of
+its streams running is killed (SIGKILL): every goal still ends SUCCEEDED with the plan the model writes, the planner logs each
 failover and its ``/diagnostics`` count them.
 """
 
@@ -54,9 +54,10 @@ def fleet_yaml(path: Path, examples) -> Path:
 
 def server_load(url: str) -> tuple[float, float]:
     """A server's running requests and generated tokens so far (its own ``/metrics``: a gauge the
-    server sets at each engine step, and a counter); (-1, -1) if it does not answer."""
+    server sets at each engine step, and a counter); (-1, -1) if it does not answer within 3 s (a
+    server's API process shares its core with its busy engine during a burst)."""
     try:
-        text = httpx.get(f"{url}/metrics", timeout=1.0).text
+        text = httpx.get(f"{url}/metrics", timeout=3.0).text
     except httpx.HTTPError:
         return -1.0, -1.0
 
@@ -121,33 +122,44 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
             t_ready = time.monotonic()
             handles = [client.send(f"r{i:02d}", ex.instruction, robot_kind=ex.robot_kind, task_type=f"task{ex.task_id}")
                        for i, ex in enumerate(examples)]
-            # kill a server while it runs generations of the burst. A server seen stepping (its
-            # generated-token counter moved since the previous ~50 ms poll of its own /metrics) is
-            # frozen (SIGSTOP: its streams stay open and hold still), then the planner's /diagnostics
-            # published after the freeze say how many of the planner's streams run there ("ours"); if
-            # any, the server is killed (SIGKILL), else it resumes (SIGCONT) and the polling goes on.
-            # (Racing a live gauge against a 4-7 s burst missed the window on a slower machine.)
+            # kill a server while it runs generations of the burst. When a server is seen running or
+            # stepping (its own /metrics: a running request, or its generated-token counter moved
+            # since the previous ~50 ms poll), both servers are frozen (SIGSTOP: their streams stay open and hold still), then the
+            # planner's /diagnostics published after the freeze say how many of the planner's streams
+            # run on each ("ours"); the server with the most, if any, is killed (SIGKILL) and the
+            # other resumes (SIGCONT), else both resume and the polling goes on. Freezing both keeps
+            # an attempt from missing when the stepping server's short segment ended just before its
+            # freeze while the other server held streams (each attempt waits ~2 s for two 1 Hz
+            # diagnostics, and CI once used up a whole 4-7 s burst that way). Racing a live gauge
+            # against the burst missed the window on a slower machine.
             deadline = time.monotonic() + 300
             last_tokens = [server_load(u)[1] for u in servers.urls]
+            attempts: list[str] = []  # each freeze: when, and the planner's streams per server
             while victim is None and time.monotonic() < deadline and not all(h.done for h in handles):
-                for i, url in enumerate(servers.urls):
-                    running, tokens = server_load(url)
-                    stepped, last_tokens[i] = tokens > last_tokens[i] >= 0, tokens
-                    if not (stepped and running >= 1):
-                        continue
-                    servers.freeze(i)
+                loads = [server_load(u) for u in servers.urls]
+                stepping = [i for i, (running, tokens) in enumerate(loads)
+                            if running >= 1 or tokens > last_tokens[i] >= 0]
+                last_tokens = [tokens for _, tokens in loads]
+                if stepping:
+                    for i in sorted(range(len(servers.urls)), key=lambda j: j not in stepping):
+                        servers.freeze(i)
                     freezes += 1
                     seen = diag.messages
-                    ours = re.search(r"ours (\d+)", diag.wait_for(lambda v: diag.messages >= seen + 2, 10.0)
-                                     .get(f"server {url}", ""))
-                    if ours and int(ours.group(1)) >= 1:
-                        servers.kill(i)
-                        victim, streams_at_kill = i, int(ours.group(1))
-                        break
-                    servers.freeze(i, frozen=False)
-                    last_tokens[i] = server_load(url)[1]
+                    after = diag.wait_for(lambda v: diag.messages >= seen + 2, 10.0)
+                    ours = [int(m.group(1)) if (m := re.search(r"ours (\d+)", after.get(f"server {u}", ""))) else 0
+                            for u in servers.urls]
+                    attempts.append(f"{time.monotonic() - t_ready:.1f} s: stepping {stepping}, ours {ours}")
+                    best = max(range(len(ours)), key=lambda j: (ours[j], j in stepping))
+                    if ours[best] >= 1:
+                        servers.kill(best)
+                        victim, streams_at_kill = best, ours[best]
+                    for i in range(len(servers.urls)):
+                        if i != victim:
+                            servers.freeze(i, frozen=False)
+                    last_tokens = [server_load(u)[1] for u in servers.urls]
                 time.sleep(0.02)
-            assert victim is not None, "the burst ended before a server was caught running one of its generations"
+            assert victim is not None, ("the burst ended before a server was caught running one of its generations; "
+                                        f"freezes: {attempts}", log_path.read_text(errors="replace")[-3000:])
             t_kill = time.monotonic()
             for h in handles:
                 h._done.wait(max(0.0, deadline - time.monotonic()))

@@ -484,9 +484,9 @@ def run(args: argparse.Namespace) -> int:
 def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[float, float, float]) -> int:
     import sys
 
-    if not client.wait_for_server(10.0):
-        print("timely-fleet goal: no planner answers on the 'plan_task' action; start one with "
-              "`timely-fleet up`", file=sys.stderr)
+    if not client.wait_for_server(min(10.0, args.timeout)):
+        print(f"timely-fleet goal: no planner answers on the 'plan_task' action ({client.wait_problem}); start "
+              "one with `timely-fleet up`", file=sys.stderr)
         return 1
     t0 = time.monotonic()
     mine: dict[str, str] = {}

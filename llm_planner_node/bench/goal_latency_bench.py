@@ -6,7 +6,9 @@ a separate process and times it. Alongside, in this process, a fresh ROS context
 the same path into its parts: discovery of the action server, the readiness handshake
 (``GoalClient.wait_for_server``) and goal sent -> result. Target (issue 11): the answer to a
 rejected goal within 0.5 s at the median once the client sees the server; the whole process also
-pays Python start-up and rclpy import (~0.4 s here).
+pays Python start-up and rclpy import (~0.4 s here). A goal process that sees no planner within
+its 10 s (rare: once in a full CI run) is run once more, and its sentence is reported under
+``unanswered``.
 
 Run: ``timely-fleet bench goal-latency [--tries 10] [--json PATH]``.
 """
@@ -74,13 +76,20 @@ def measure(tries: int) -> dict:
             _in_process_try()  # waits for the planner to come up; not counted
             whole: list[float] = []
             parts: list[dict[str, float]] = []
+            unanswered: list[str] = []
             for i in range(tries):
-                t0 = time.monotonic()
-                p = subprocess.run([*CLI, "goal", "ghost", "look for the cat"], capture_output=True, text=True,
-                                   timeout=60)
-                whole.append(time.monotonic() - t0)
-                if "REJECTED: unknown robot 'ghost'" not in p.stdout:
-                    raise RuntimeError(f"try {i}: unexpected output {p.stdout!r} {p.stderr[-300:]!r}")
+                for attempt in range(2):  # a goal process that saw no planner is run once more, as a user would
+                    t0 = time.monotonic()
+                    p = subprocess.run([*CLI, "goal", "ghost", "look for the cat"], capture_output=True, text=True,
+                                       timeout=60)
+                    if "REJECTED: unknown robot 'ghost'" in p.stdout:
+                        whole.append(time.monotonic() - t0)
+                        break
+                    if attempt == 1 or "no planner answers" not in p.stderr:
+                        raise RuntimeError(f"try {i}: unexpected output {p.stdout!r} {p.stderr[-300:]!r}")
+                    unanswered.append(p.stderr.strip()[-300:])
+                    print(f"try {i + 1}/{tries}: the goal process got no answer ({unanswered[-1]}); running it again",
+                          file=sys.stderr, flush=True)
                 parts.append(_in_process_try())
                 print(f"try {i + 1}/{tries}: goal process {whole[-1]:.2f} s, in process: discovery "
                       f"{parts[-1]['discovery_s']:.3f} s, handshake {parts[-1]['handshake_s']:.3f} s, "
@@ -91,7 +100,7 @@ def measure(tries: int) -> dict:
                 up.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(up.pid, signal.SIGKILL)
-    out = {"tries": tries, "goal_process": _stats(whole)}
+    out = {"tries": tries, "unanswered": unanswered, "goal_process": _stats(whole)}
     for key in ("discovery_s", "handshake_s", "goal_to_result_s"):
         out[key[:-2]] = _stats([p[key] for p in parts])
     answer = [p["handshake_s"] + p["goal_to_result_s"] for p in parts]
@@ -114,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
                        ("answer once the server is seen (target < 0.5)", "answer_after_discovery")):
         s = r[key]
         print(f"{label:<48} {s['median_s']:6.3f} {s['min_s']:6.3f} {s['max_s']:6.3f}")
+    if r["unanswered"]:
+        print(f"{len(r['unanswered'])} goal process(es) saw no planner and were run again (not in the times above):")
+        for why in r["unanswered"]:
+            print(f"  {why}")
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=2))
     return 0

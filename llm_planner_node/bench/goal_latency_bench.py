@@ -7,7 +7,7 @@ the same path into its parts: discovery of the action server, the readiness hand
 (``GoalClient.wait_for_server``) and goal sent -> result. Target (issue 11): the answer to a
 rejected goal within 0.5 s at the median once the client sees the server; the whole process also
 pays Python start-up and rclpy import (~0.4 s here). A goal process that sees no planner within
-its 10 s (rare: once in a full CI run) is run once more, and its sentence is reported under
+its 10 s (seen once in a full CI run) is run once more, and its sentence is reported under
 ``unanswered``.
 
 Run: ``timely-fleet bench goal-latency [--tries 10] [--json PATH]``.

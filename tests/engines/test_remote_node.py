@@ -1,10 +1,10 @@
 """Failover through the planner node (issue 16), as a user runs it: two ``vllm serve`` servers on
 loopback (conftest.py's ``vllm_servers``, shared with test_remote_engine.py), ``timely-fleet up
 --engine remote --server URL --server URL`` as its own process (planner and simulated robots), and
-an independent ROS client (GoalClient) that sends a burst of goals. When a server is seen
-stepping, both are frozen, and the one where the planner's ``/diagnostics`` then show the most of
-its streams running is killed (SIGKILL): every goal still ends SUCCEEDED with the plan the model writes, the planner logs each
-failover and its ``/diagnostics`` count them.
+an independent ROS client (GoalClient) that sends a burst of goals. When a server is seen busy,
+both are frozen, and the one where the planner's ``/diagnostics`` then show the most of its
+streams is killed (SIGKILL): every goal still ends SUCCEEDED with the plan the model writes, the
+planner logs each failover and its ``/diagnostics`` count them.
 """
 
 from __future__ import annotations
@@ -122,34 +122,33 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
             t_ready = time.monotonic()
             handles = [client.send(f"r{i:02d}", ex.instruction, robot_kind=ex.robot_kind, task_type=f"task{ex.task_id}")
                        for i, ex in enumerate(examples)]
-            # kill a server while it runs generations of the burst. When a server is seen running or
-            # stepping (its own /metrics: a running request, or its generated-token counter moved
-            # since the previous ~50 ms poll), both servers are frozen (SIGSTOP: their streams stay open and hold still), then the
-            # planner's /diagnostics published after the freeze say how many of the planner's streams
-            # run on each ("ours"); the server with the most, if any, is killed (SIGKILL) and the
-            # other resumes (SIGCONT), else both resume and the polling goes on. Freezing both keeps
-            # an attempt from missing when the stepping server's short segment ended just before its
-            # freeze while the other server held streams (each attempt waits ~2 s for two 1 Hz
-            # diagnostics, and CI once used up a whole 4-7 s burst that way). Racing a live gauge
-            # against the burst missed the window on a slower machine.
+            # kill a server while it runs generations of the burst. When a server is seen busy (its
+            # own /metrics: a running request, or its generated-token counter moved since the
+            # previous ~50 ms poll), both servers are frozen (SIGSTOP: their streams stay open and
+            # hold still), then the planner's /diagnostics published after the freeze say how many
+            # of the planner's streams run on each ("ours"); the server with the most, if any, is
+            # killed (SIGKILL) and the other resumes (SIGCONT), else both resume and the polling
+            # goes on. Freezing only the server seen stepping missed when its short segment had
+            # just ended, and each miss waits ~2 s for two 1 Hz diagnostics: CI once used up a
+            # whole 4-7 s burst that way. (Racing a live gauge against the burst missed too.)
             deadline = time.monotonic() + 300
             last_tokens = [server_load(u)[1] for u in servers.urls]
             attempts: list[str] = []  # each freeze: when, and the planner's streams per server
             while victim is None and time.monotonic() < deadline and not all(h.done for h in handles):
                 loads = [server_load(u) for u in servers.urls]
-                stepping = [i for i, (running, tokens) in enumerate(loads)
-                            if running >= 1 or tokens > last_tokens[i] >= 0]
+                busy = [i for i, (running, tokens) in enumerate(loads)
+                        if running >= 1 or tokens > last_tokens[i] >= 0]
                 last_tokens = [tokens for _, tokens in loads]
-                if stepping:
-                    for i in sorted(range(len(servers.urls)), key=lambda j: j not in stepping):
+                if busy:
+                    for i in sorted(range(len(servers.urls)), key=lambda j: j not in busy):
                         servers.freeze(i)
                     freezes += 1
                     seen = diag.messages
                     after = diag.wait_for(lambda v: diag.messages >= seen + 2, 10.0)
                     ours = [int(m.group(1)) if (m := re.search(r"ours (\d+)", after.get(f"server {u}", ""))) else 0
                             for u in servers.urls]
-                    attempts.append(f"{time.monotonic() - t_ready:.1f} s: stepping {stepping}, ours {ours}")
-                    best = max(range(len(ours)), key=lambda j: (ours[j], j in stepping))
+                    attempts.append(f"{time.monotonic() - t_ready:.1f} s: busy {busy}, ours {ours}")
+                    best = max(range(len(ours)), key=lambda j: (ours[j], j in busy))
                     if ours[best] >= 1:
                         servers.kill(best)
                         victim, streams_at_kill = best, ours[best]

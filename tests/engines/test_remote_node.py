@@ -115,7 +115,8 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
                               start_new_session=True)
     client = GoalClient(ros_context)
     diag = EngineDiagnostics(client.node)
-    handles, victim, streams_at_kill, freezes = [], None, 0, 0
+    handles, victim, streams_at_kill = [], None, 0
+    attempts: list[str] = []  # each freeze: when, and the planner's streams per server
     try:
         with spinning(client.node, ros_context):
             assert client.wait_for_server(180), (client.wait_problem, log_path.read_text(errors="replace")[-3000:])
@@ -133,7 +134,6 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
             # whole 4-7 s burst that way. (Racing a live gauge against the burst missed too.)
             deadline = time.monotonic() + 300
             last_tokens = [server_load(u)[1] for u in servers.urls]
-            attempts: list[str] = []  # each freeze: when, and the planner's streams per server
             while victim is None and time.monotonic() < deadline and not all(h.done for h in handles):
                 loads = [server_load(u) for u in servers.urls]
                 busy = [i for i, (running, tokens) in enumerate(loads)
@@ -142,7 +142,6 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
                 if busy:
                     for i in sorted(range(len(servers.urls)), key=lambda j: j not in busy):
                         servers.freeze(i)
-                    freezes += 1
                     seen = diag.messages
                     after = diag.wait_for(lambda v: diag.messages >= seen + 2, 10.0)
                     ours = [int(m.group(1)) if (m := re.search(r"ours (\d+)", after.get(f"server {u}", ""))) else 0
@@ -201,6 +200,6 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
     assert final[f"server {victim_url}"].startswith("down"), final
     assert "Traceback" not in log, tail
     print(f"\nup ready {t_ready - t_start:.1f} s after start; burst of {N_GOALS} goals: server {victim} killed "
-          f"{t_kill - t_ready:.1f} s in running {streams_at_kill} generations (freeze {freezes}); {final['failovers']} failover(s) "
+          f"{t_kill - t_ready:.1f} s in running {streams_at_kill} generations (freeze {len(attempts)}); {final['failovers']} failover(s) "
           f"logged and in /diagnostics; all {N_GOALS} SUCCEEDED, {t_end - t_ready:.1f} s for the burst; engine "
           f"diagnostics: {final}")

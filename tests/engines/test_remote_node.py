@@ -1,10 +1,10 @@
 """Failover through the planner node (issue 16), as a user runs it: two ``vllm serve`` servers on
 loopback (conftest.py's ``vllm_servers``, shared with test_remote_engine.py), ``timely-fleet up
 --engine remote --server URL --server URL`` as its own process (planner and simulated robots), and
-an independent ROS client (GoalClient) that sends a burst of goals. When a server is seen busy,
-both are frozen, and the one where the planner's ``/diagnostics`` then show the most of its
-streams is killed (SIGKILL): every goal still ends SUCCEEDED with the plan the model writes, the
-planner logs each failover and its ``/diagnostics`` count them.
+an independent ROS client (GoalClient) that sends a burst of goals. When a segment feedback
+arrives, both servers are frozen, and the one where the planner's ``/diagnostics`` then show the
+most of its streams is killed (SIGKILL): every goal still ends SUCCEEDED with the plan the model
+writes, the planner logs each failover and its ``/diagnostics`` count them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import yaml
 pytestmark = [pytest.mark.ros, pytest.mark.vllm, pytest.mark.slow]
 
 pytest.importorskip("vllm")
-httpx = pytest.importorskip("httpx")
 
 from llm_planner_node.planner_model.corpus import canonical_examples  # noqa: E402
 from llm_planner_node.segmenters import get_segmenter  # noqa: E402
@@ -50,21 +49,6 @@ def fleet_yaml(path: Path, examples) -> Path:
         "robots": [{"id": f"r{i:02d}", "kind": ex.robot_kind, "adapter": "sim"} for i, ex in enumerate(examples)],
     }))
     return path
-
-
-def server_load(url: str) -> tuple[float, float]:
-    """A server's running requests and generated tokens so far (its own ``/metrics``: a gauge the
-    server sets at each engine step, and a counter); (-1, -1) if it does not answer within 3 s (a
-    server's API process shares its core with its busy engine during a burst)."""
-    try:
-        text = httpx.get(f"{url}/metrics", timeout=3.0).text
-    except httpx.HTTPError:
-        return -1.0, -1.0
-
-    def total(prefix: str) -> float:
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
-
-    return total("vllm:num_requests_running"), total("vllm:generation_tokens_total")
 
 
 class EngineDiagnostics:
@@ -123,39 +107,36 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
             t_ready = time.monotonic()
             handles = [client.send(f"r{i:02d}", ex.instruction, robot_kind=ex.robot_kind, task_type=f"task{ex.task_id}")
                        for i, ex in enumerate(examples)]
-            # kill a server while it runs generations of the burst. When a server is seen busy (its
-            # own /metrics: a running request, or its generated-token counter moved since the
-            # previous ~50 ms poll), both servers are frozen (SIGSTOP: their streams stay open and
-            # hold still), then the planner's /diagnostics published after the freeze say how many
-            # of the planner's streams run on each ("ours"); the server with the most, if any, is
-            # killed (SIGKILL) and the other resumes (SIGCONT), else both resume and the polling
-            # goes on. Freezing only the server seen stepping missed when its short segment had
-            # just ended, and each miss waits ~2 s for two 1 Hz diagnostics: CI once used up a
-            # whole 4-7 s burst that way. (Racing a live gauge against the burst missed too.)
+            # kill a server while it runs generations of the burst. Each time a segment feedback
+            # reaches the client (the burst is generating: 8 plans in flight over the 2 servers),
+            # both servers are frozen (SIGSTOP: their streams stay open and hold still); the
+            # planner's /diagnostics published after the freeze say how many of its streams run
+            # on each ("ours"); the server with the most, if any, is killed (SIGKILL) and the
+            # other resumes (SIGCONT), else both resume and the next feedback tries again. The
+            # trigger is the client's own feedback: polling the servers' /metrics for a busy one
+            # (earlier versions) starved under CI load, where a /metrics answer could take
+            # longer than the whole 4-7 s burst, and no server was ever seen busy.
             deadline = time.monotonic() + 300
-            last_tokens = [server_load(u)[1] for u in servers.urls]
+            fed = 0
             while victim is None and time.monotonic() < deadline and not all(h.done for h in handles):
-                loads = [server_load(u) for u in servers.urls]
-                busy = [i for i, (running, tokens) in enumerate(loads)
-                        if running >= 1 or tokens > last_tokens[i] >= 0]
-                last_tokens = [tokens for _, tokens in loads]
-                if busy:
-                    for i in sorted(range(len(servers.urls)), key=lambda j: j not in busy):
+                n = sum(len(h.feedback) for h in handles)
+                if n > fed:
+                    fed = n
+                    for i in range(len(servers.urls)):
                         servers.freeze(i)
                     seen = diag.messages
                     after = diag.wait_for(lambda v: diag.messages >= seen + 2, 10.0)
                     ours = [int(m.group(1)) if (m := re.search(r"ours (\d+)", after.get(f"server {u}", ""))) else 0
                             for u in servers.urls]
-                    attempts.append(f"{time.monotonic() - t_ready:.1f} s: busy {busy}, ours {ours}")
-                    best = max(range(len(ours)), key=lambda j: (ours[j], j in busy))
+                    attempts.append(f"{time.monotonic() - t_ready:.1f} s: {n} feedback(s), ours {ours}")
+                    best = max(range(len(ours)), key=lambda j: ours[j])
                     if ours[best] >= 1:
                         servers.kill(best)
                         victim, streams_at_kill = best, ours[best]
                     for i in range(len(servers.urls)):
                         if i != victim:
                             servers.freeze(i, frozen=False)
-                    last_tokens = [server_load(u)[1] for u in servers.urls]
-                time.sleep(0.02)
+                time.sleep(0.01)
             assert victim is not None, ("the burst ended before a server was caught running one of its generations; "
                                         f"freezes: {attempts}", log_path.read_text(errors="replace")[-3000:])
             t_kill = time.monotonic()

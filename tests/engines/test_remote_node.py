@@ -116,11 +116,14 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
             # trigger is the client's own feedback: polling the servers' /metrics for a busy one
             # (earlier versions) starved under CI load, where a /metrics answer could take
             # longer than the whole 4-7 s burst, and no server was ever seen busy.
+            # Between two freezes the servers run for at least 1.5 s: the planner reads each
+            # server's /metrics every 0.5 s (2 s timeout), and 3 polls missed in a row would mark a
+            # frozen server down.
             deadline = time.monotonic() + 300
-            fed = 0
+            fed, next_freeze = 0, 0.0
             while victim is None and time.monotonic() < deadline and not all(h.done for h in handles):
                 n = sum(len(h.feedback) for h in handles)
-                if n > fed:
+                if n > fed and time.monotonic() >= next_freeze:
                     fed = n
                     for i in range(len(servers.urls)):
                         servers.freeze(i)
@@ -136,6 +139,7 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
                     for i in range(len(servers.urls)):
                         if i != victim:
                             servers.freeze(i, frozen=False)
+                    next_freeze = time.monotonic() + 1.5
                 time.sleep(0.01)
             assert victim is not None, ("the burst ended before a server was caught running one of its generations; "
                                         f"freezes: {attempts}", log_path.read_text(errors="replace")[-3000:])

@@ -324,24 +324,31 @@ class Planner:
         for rank, gid in enumerate(decision.admit.tolist()):  # admit is in the policy's order
             req = self.requests[gid]
             self._queue.remove(gid)
-            if req.state is GenState.QUEUED:
-                g = req.goal
-                self.engine.add(GenerationSpec(gid, g.prompt, g.max_tokens, g.robot_kind,
-                                               g.skill_set_id, self._suspends(req, now), rank,
-                                               suspend_when=self._suspend_gate))
-            else:
-                self.engine.resume(gid, rank)
-                self._pinned.discard(gid)
+            new = req.state is GenState.QUEUED
+            suspends = new and self._suspends(req, now)
+            # RUNNING before the engine hears of it: if add/resume raises, the request is one of
+            # those an engine failure ends (restart_engine, engine_lost), not lost in between
             req.transition(GenState.RUNNING)
             req.residency_start = req.segment_start = now
             req.recent_tokens.clear()
             self._running[gid] = req
+            if new:
+                g = req.goal
+                self.engine.add(GenerationSpec(gid, g.prompt, g.max_tokens, g.robot_kind,
+                                               g.skill_set_id, suspends, rank,
+                                               suspend_when=self._suspend_gate))
+            else:
+                self.engine.resume(gid, rank)
+                self._pinned.discard(gid)
 
     # ----------------------------------------------------------------- engine events
     def _handle(self, ev: EngineEvent) -> None:
         req = self.requests.get(ev.gen_id)
-        if req is None or req.state is not GenState.RUNNING:
-            return  # late event of a cancelled/preempted generation
+        if req is None or req.state not in (GenState.RUNNING, GenState.SUSPENDED):
+            return  # late event of an ended generation
+        # SUSPENDED: a live engine's events and commands cross, so a generation the core
+        # preempted may still report what it produced before the suspend reached the engine
+        # (tokens, segments, even its end); the engine keeps those tokens, so the core counts them
         if isinstance(ev, TokensEvent):
             req.generated_tokens += ev.count
             req.cached_prompt_tokens += ev.cached_prompt_tokens or 0
@@ -359,7 +366,9 @@ class Planner:
         elif isinstance(ev, SegmentEvent):
             self._on_segment(req, ev)
         elif isinstance(ev, FinishedEvent):
-            self._running.pop(req.id)
+            self._running.pop(req.id, None)
+            self._queue.remove(req.id)  # a preempted generation that finished before its suspend
+            self._pinned.discard(req.id)
             req.transition(GenState.GENERATED)
             req.truncated = ev.reason == "max_tokens"
             self._dispatch_pending(req)
@@ -388,7 +397,7 @@ class Planner:
         req.segment_start = ev.t
         if self.policy.dispatches_early:
             self._dispatch_pending(req)
-        if ev.suspended:
+        if ev.suspended and req.state is GenState.RUNNING:  # (a preempted one is queued already)
             self._running.pop(req.id)
             req.transition(GenState.SUSPENDED)
             pause = Pause(req.prompt_tokens + req.generated_tokens,

@@ -65,7 +65,8 @@ _END = {GenState.CANCELLED, GenState.FAILED}
 TRANSITIONS: dict[GenState, frozenset[GenState]] = {
     GenState.QUEUED: frozenset({GenState.RUNNING} | _END),
     GenState.RUNNING: frozenset({GenState.SUSPENDED, GenState.GENERATED} | _END),
-    GenState.SUSPENDED: frozenset({GenState.RUNNING} | _END),
+    # SUSPENDED -> GENERATED: a preempted generation whose end crossed the suspend in a live engine
+    GenState.SUSPENDED: frozenset({GenState.RUNNING, GenState.GENERATED} | _END),
     GenState.GENERATED: frozenset({GenState.FINISHED} | _END),
     GenState.FINISHED: frozenset(),
     GenState.CANCELLED: frozenset(),

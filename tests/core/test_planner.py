@@ -172,6 +172,86 @@ def test_preempted_generation_resumes_and_completes():
     assert r.engine.resume_hits == 1
 
 
+def test_preempted_generation_whose_segment_and_end_cross_the_suspend_still_completes():
+    """A live engine's events and commands cross: the core preempts a generation, and before
+    the suspend reaches the engine the generation reports one more segment and its end. The
+    core counts both (the engine kept those tokens): the segment is dispatched, the request is
+    GENERATED and leaves the queue (it is never resumed), and the robot's reports finish it."""
+    from llm_planner_node.core.engine_api import FinishedEvent, SegmentEvent
+    from llm_planner_node.core.skills import SkillCall
+
+    clock = VirtualClock()
+    engine = SimEngine(clock, SimEngineConfig())
+    sink, pol = Sink(), PreemptFirst()
+    planner = Planner(engine, pol, clock, RecordingModel(), sink)
+    rid = planner.submit(goal_for(1, "drone0"))
+    _run_engine(clock, engine, planner, until=lambda: pol.fired)
+    req = planner.requests[rid]
+    assert req.state is GenState.SUSPENDED and planner.queued() == 1
+    resumed = []
+    engine.resume = lambda gid, rank=0: resumed.append(gid)
+    k = req.next_segment
+    engine.step = lambda: [SegmentEvent(rid, clock.now(), k, "tp();", (SkillCall("take_picture"),), (7, 8), False, final=True),
+                           FinishedEvent(rid, clock.now(), "eos")]
+    planner.tick()
+    engine.step = lambda: []
+    for _ in range(3):
+        planner.tick()
+    assert req.state is GenState.GENERATED and planner.queued() == 0 and resumed == []
+    assert len(req.segments) == k + 1 and (rid, k) in sink.dispatched
+    t = clock.now()
+    for i in range(k + 1):
+        assert planner.on_robot_status("drone0", rid, i, "started", t=t + i)
+        assert planner.on_robot_status("drone0", rid, i, "finished", durations=[0.5] * len(req.segments[i].calls),
+                                       t=t + i + 0.5)
+    assert req.state is GenState.FINISHED and req.end is EndKind.SUCCEEDED and sink.ended == [(rid, GenState.FINISHED)]
+
+
+def test_preempted_generation_that_fails_before_its_suspend_ends_with_the_engines_kind():
+    """The engine's failure of a generation the core has just preempted ends the request
+    (INVALID_PLAN) instead of being dropped as late: it leaves the queue, nothing is resumed."""
+    from llm_planner_node.core.engine_api import FailedEvent
+
+    clock = VirtualClock()
+    engine = SimEngine(clock, SimEngineConfig())
+    sink, pol = Sink(), PreemptFirst()
+    planner = Planner(engine, pol, clock, RecordingModel(), sink)
+    rid = planner.submit(goal_for(1, "drone0"))
+    _run_engine(clock, engine, planner, until=lambda: pol.fired)
+    assert planner.requests[rid].state is GenState.SUSPENDED
+    engine.step = lambda: [FailedEvent(rid, clock.now(), "invalid plan: bad call", True)]
+    planner.tick()
+    req = planner.requests[rid]
+    assert req.end is EndKind.INVALID_PLAN and "bad call" in req.end_reason and planner.queued() == 0
+
+
+@pytest.mark.parametrize("raising", ["add", "resume"])
+def test_an_engine_that_raises_on_admission_does_not_lose_the_goal(raising):
+    """The engine raises inside add (or resume): the scheduler treats that as an engine failure
+    and restarts the engine. The request it was admitting is RUNNING (not lost between queue
+    and engine), so the restart ends it ENGINE_FAILED and its robot is free again."""
+    clock = VirtualClock()
+    engine = SimEngine(clock, SimEngineConfig())
+    sink = Sink()
+    pol = PreemptFirst() if raising == "resume" else get_policy("timelyllm")
+    planner = Planner(engine, pol, clock, RecordingModel(), sink)
+    rid = planner.submit(goal_for(1, "drone0"))
+    if raising == "resume":
+        _run_engine(clock, engine, planner, until=lambda: pol.fired)
+        assert planner.requests[rid].state is GenState.SUSPENDED
+
+    def boom(*_a, **_k):
+        raise RuntimeError("engine loop is closed")
+
+    setattr(engine, raising, boom)
+    with pytest.raises(RuntimeError):
+        planner.tick()
+    req = planner.requests[rid]
+    assert req.state is GenState.RUNNING and planner.queued() == 0
+    assert planner.restart_engine(SimEngine(clock, SimEngineConfig()), "engine loop is closed") == [rid]
+    assert req.end is EndKind.ENGINE_FAILED and planner.active() == 0 and sink.ended == [(rid, GenState.FAILED)]
+
+
 def test_decision_default_has_no_preemption():
     assert len(Decision(np.array([1])).preempt) == 0
 

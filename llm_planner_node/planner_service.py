@@ -649,7 +649,9 @@ class PlannerService:
         owes = {}
         for rid, g in self._goals.items():
             req = self.planner.requests[rid]
-            owes[g.goal_id] = not req.state.terminal and any(e is None for e in req.exec_end)
+            # a report is owed for a dispatched segment only: a plan generated but held until it
+            # is complete (policy vllm, trail, ...) has sent the robot nothing to report on
+            owes[g.goal_id] = not req.state.terminal and any(e is None for e in req.exec_end[:len(req.dispatched_at)])
         resend, given_up = self.delivery.due(now, owes)
         for robot_id, msg in resend:
             self.ports.publish(robot_id, msg)

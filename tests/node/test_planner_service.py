@@ -508,3 +508,26 @@ def test_a_failed_warm_up_is_logged_and_goals_still_run():
         assert wait(lambda: ports.segments)
     finally:
         svc.close()
+
+
+def test_a_robot_sent_nothing_yet_is_not_timed_out_while_its_whole_plan_is_generated():
+    """Policy ``vllm`` sends the plan only once all of it is generated. Generation slower than
+    ``robot_timeout_s`` is not the robot's silence: the goal does not end ROBOT_TIMEOUT before
+    its first segment is dispatched; the robot's silence clock starts there, and a robot that
+    then stays silent does time out, ``robot_timeout_s`` after the dispatch at the earliest."""
+    from llm_planner_node.engines.sim_engine import IterationModel, SimEngineConfig
+
+    timeout = 0.3
+    slow = SimEngineConfig(iteration=IterationModel(0.05, 0.0, 0.0))  # 50 ms per token: ~1 s per plan
+    svc, ports = service(RealtimeSimEngine(WallClock(), slow), policy="vllm", robot_timeout_s=timeout)
+    try:
+        _, ended = submit(svc)
+        t0 = time.monotonic()
+        assert wait(lambda: ports.segments or ended, 10)
+        dispatched = time.monotonic()
+        assert ports.segments, f"ended before anything was dispatched: {ended[0].end_reason if ended else ''}"
+        assert dispatched - t0 > 2 * timeout  # the plan took longer than the robot timeout
+        assert wait(lambda: ended, 10)
+        assert ended[0].end is EndKind.ROBOT_TIMEOUT and time.monotonic() - dispatched >= timeout
+    finally:
+        svc.close()

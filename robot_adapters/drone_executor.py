@@ -94,6 +94,9 @@ class TelloExecutor(SkillExecutor):
         return "stopped, hovering" if self.flying else "stopped, on the ground"
 
     # ------------------------------------------------------------------ primitives
+    def _drop_replies(self) -> None:
+        self.tello.get_own_udp_object()["responses"].clear()
+
     def _send(self, cmd: str, call: SkillCall, cancel: threading.Event) -> None:
         if cancel.is_set():
             raise SkillCancelled("cancelled")
@@ -102,10 +105,13 @@ class TelloExecutor(SkillExecutor):
         worst = self.model.worst_case_calls("tello", "drone", [call])[0]  # a budget, not an estimate
         timeout = int(math.ceil((2.0 * worst + 5.0) * max(self.time_scale, 0.2)))
         self.sent.append(cmd)
+        # djitellopy answers a command with the oldest reply waiting: one still there belongs to
+        # an earlier command (a halt's 'stop' answers 'ok'), and would answer this one before the
+        # drone moved
+        self._drop_replies()
         resp = self.tello.send_command_with_return(cmd, timeout=timeout)
         if cancel.is_set():
-            # drop the 'ok' of the stop command that interrupted us
-            self.tello.get_own_udp_object()["responses"].clear()
+            self._drop_replies()  # the 'ok' of the stop that interrupted us, if it came already
             raise SkillCancelled(f"cancelled during '{cmd}'")
         if "ok" not in str(resp).lower():
             raise SkillExecutionError(f"Tello refused '{cmd}': {resp}")

@@ -138,3 +138,44 @@ def test_plan_without_takeoff_takes_off_once_before_the_first_motion(tello_net, 
             "command", "takeoff", "cw 30", "forward 50", "ccw 30"]
     finally:
         ex.close()
+
+
+@pytest.mark.parametrize("sim", [3], indirect=True)
+@pytest.mark.parametrize("moving", [False, True])
+def test_a_halt_leaves_no_reply_for_the_next_command(tello_net, sim, moving):
+    """A stop (a goal that ended early) is answered ``ok`` by the drone, and an interrupted
+    motion ``error stopped``. djitellopy hands a command the oldest reply waiting, so a reply
+    left over from the halt would answer the next goal's first command at once, before the
+    drone moved: the next motion must take its own time and move the drone."""
+    import threading
+
+    from robot_adapters.drone_executor import TelloExecutor
+    from robot_adapters.executor import SkillCancelled
+
+    model = ExecutionTimeModel()
+    ex = TelloExecutor(sim.host, client_factory=lambda: _tello(tello_net, sim.host), time_scale=SCALE)
+    ex.connect()
+    try:
+        ex.execute(T.validate("to", []), threading.Event())
+        if moving:  # halted during a motion: the motion is cancelled, then the drone stops
+            cancel = threading.Event()
+            t = threading.Thread(target=lambda: pytest.raises(SkillCancelled, ex.execute,
+                                                              T.validate("mf", [200]), cancel))
+            t.start()
+            time.sleep(0.4)
+            cancel.set()
+            ex.halt()
+            t.join(10)
+        else:  # halted between segments
+            ex.halt()
+        time.sleep(0.5)  # every reply of the halt has arrived
+        x0 = sim.state.x
+        call = T.validate("mf", [100])
+        t0 = time.monotonic()
+        ex.execute(call, threading.Event())
+        took = (time.monotonic() - t0) / SCALE
+        want = model.predict("tello", "drone", [call])
+        assert abs(took - want) <= model.tolerance("drone", call) + 0.1 / SCALE, (took, want)
+        assert sim.state.x != x0
+    finally:
+        ex.close()

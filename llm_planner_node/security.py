@@ -372,17 +372,23 @@ class ReplayGuard:
     Time window (``None`` disables a side): a counter more than ``max_future_s`` ahead of the
     local clock is refused, so one forged or mis-clocked huge counter cannot lock the link; the
     first counter of a stream this guard has not seen (after a receiver restart) must not be older
-    than ``max_past_s``, so old recordings cannot be replayed to a fresh receiver. Hosts' clocks
-    must agree within these bounds (NTP/chrony). Memory is bounded by ``max_streams`` (least
-    recently used streams are forgotten; only authenticated messages create streams).
+    than ``max_past_s``, nor signed more than ``start_grace_s`` before this guard was created: a
+    sender signs every send afresh (re-sends included), so a message signed before the receiver
+    started can only be a recording, and a restarted adapter does not run a finished goal's
+    segments again. Hosts' clocks must agree within ``start_grace_s`` (NTP/chrony; a sender whose
+    clock is further behind is refused only until its clock passes the receiver's start). Memory
+    is bounded by ``max_streams`` (least recently used streams are forgotten; only authenticated
+    messages create streams).
     """
 
     def __init__(self, max_future_s: float | None = 600.0, max_past_s: float | None = 600.0,
-                 max_streams: int = 4096, clock_us: Callable[[], int] = now_us) -> None:
+                 max_streams: int = 4096, clock_us: Callable[[], int] = now_us,
+                 start_grace_s: float | None = 5.0) -> None:
         self.max_future_us = None if max_future_s is None else int(max_future_s * 1e6)
         self.max_past_us = None if max_past_s is None else int(max_past_s * 1e6)
         self.max_streams = int(max_streams)
         self._clock = clock_us
+        self._oldest_first = None if start_grace_s is None else int(clock_us()) - int(start_grace_s * 1e6)
         self._last: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -399,6 +405,8 @@ class ReplayGuard:
             if last is None:
                 if self.max_past_us is not None and counter < now - self.max_past_us:
                     return OUT_OF_WINDOW
+                if self._oldest_first is not None and counter < self._oldest_first:
+                    return OUT_OF_WINDOW  # signed before this receiver started: a recording
             elif counter <= last:
                 return REPLAYED
             self._last[stream] = counter
@@ -510,7 +518,7 @@ class LinkVerifier:
         if self.mode == "sign" and keystore is None:
             raise ValueError("security.mode 'sign' needs a keystore")
         self.keystore = keystore
-        self.replay = replay or ReplayGuard()
+        self.replay = replay if replay is not None else ReplayGuard()  # (an empty guard is falsy: len 0)
         self.accepted = 0
         self.dropped: dict[str, int] = {r: 0 for r in DROP_REASONS}
         self.dropped_by_robot: dict[str, int] = {}

@@ -199,7 +199,38 @@ def test_replay_guard_time_window():
     assert g.check("a", "k", 2**64 - 1) == OUT_OF_WINDOW
     assert g.check("a", "k", now - 601 * 10**6) == OUT_OF_WINDOW  # an old recording, fresh receiver
     assert g.check("a", "k", now) is None
-    assert ReplayGuard(max_future_s=None, max_past_s=None, clock_us=lambda: now).check("a", "k", 1) is None
+    assert ReplayGuard(max_future_s=None, max_past_s=None, start_grace_s=None,
+                       clock_us=lambda: now).check("a", "k", 1) is None
+
+
+def test_a_restarted_receiver_refuses_what_was_signed_before_it_started():
+    """Senders sign every send afresh, so a message signed before the receiver started is a
+    recording: an adapter restarted 5 minutes after a goal must not run that goal's segments
+    again (the 10-minute window alone would let it). Within the start grace (clock skew) a
+    first message is still taken, and a sender's new messages are accepted."""
+    t = [10**15]
+    recorded = [t[0] + i for i in range(3)]  # a goal's segments, signed and recorded
+    t[0] += 300 * 10**6  # 5 minutes later the adapter restarts
+    g = ReplayGuard(clock_us=lambda: t[0], start_grace_s=5.0)
+    assert [g.check("segment:tello_1", "k", c) for c in recorded] == [OUT_OF_WINDOW] * 3
+    assert g.check("segment:tello_1", "k", t[0] - 4 * 10**6) is None  # clock skew of 4 s: taken
+    t[0] += 10**6
+    assert g.check("segment:tello_1", "k", t[0]) is None  # the planner's next send
+    assert g.check("status:other", "k", t[0] - 6 * 10**6 - 10**6) == OUT_OF_WINDOW
+
+
+def test_a_restarted_adapter_does_not_run_a_recorded_segment_again(store):
+    """Over the verifier: a segment signed and accepted by an adapter is refused by that
+    adapter's restarted verifier 60 s later (before, a fresh verifier took anything up to 10
+    minutes old)."""
+    t = [10**15]
+    seg = sec.sign_segment_msg(FakeSegment(), store.key("tello_1"), t[0])
+    assert LinkVerifier(store, "sign", ReplayGuard(clock_us=lambda: t[0])).check_segment(seg, "tello_1") is None
+    t[0] += 60 * 10**6
+    restarted = LinkVerifier(store, "sign", ReplayGuard(clock_us=lambda: t[0]))
+    assert restarted.check_segment(seg, "tello_1") == OUT_OF_WINDOW
+    fresh = sec.sign_segment_msg(FakeSegment(sequence=1), store.key("tello_1"), t[0])
+    assert restarted.check_segment(fresh, "tello_1") is None
 
 
 def test_replay_guard_memory_is_bounded():

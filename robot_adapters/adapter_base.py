@@ -41,7 +41,8 @@ Rules a core enforces
 Status events carry the measured per-skill durations (``skill_names`` / ``skill_durations_s``),
 progress, elapsed time and the adapter's own predicted remaining time. Subclassing for a new
 robot means writing a :class:`SkillExecutor` (``execute(call, cancel)``, ``stop()``), then
-``AdapterNode(...).add_robot(AdapterCore(robot_id, executor))``; see ``drone_adapter.py``.
+``AdapterNode(...).add_robot(AdapterCore(robot_id, executor))``, with the signer and verifier
+``security.mode: sign`` needs: see the README's *Extend* section and ``up.running_fleet``.
 """
 
 from __future__ import annotations

@@ -40,6 +40,8 @@ import sys
 import time
 from typing import Any
 
+from .. import outfiles
+
 DECODE_PROMPT_TOKENS = 16
 
 
@@ -323,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from ..engines.calibration import model_to_dict
 
-        with open(args.json, "w") as f:
+        with outfiles.create(args.json) as f:
             json.dump({"iteration_model": model_to_dict(fit.model), "fit": fit.to_dict(), **res}, f, indent=1)
             f.write("\n")
     return 0 if fit.model.b_s_per_prefill_token > 0 else 1

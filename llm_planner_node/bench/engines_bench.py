@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import outfiles
 from ..core.engine_api import FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent, TokensEvent
 from ..params import EngineParams
 
@@ -291,6 +292,6 @@ def run(args: argparse.Namespace) -> int:
     result = run_bench(goals=args.goals, skip_inprocess=args.skip_inprocess, repeats=args.repeats)
     print(report(result))
     if args.json:
-        with open(args.json, "w") as f:
+        with outfiles.create(args.json) as f:
             json.dump(result, f, indent=2, default=str)
     return 0

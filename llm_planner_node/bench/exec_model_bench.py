@@ -31,6 +31,8 @@ import numpy as np
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC, SkillCall
 
+from .. import outfiles
+
 SIMPLE_DRONE = ("move_forward", "move_backward", "move_left", "move_right", "move_up", "move_down")
 
 
@@ -196,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
           f"EWMA reference {cv['ewma_baseline_executions_to_within_10pct']}; "
           f"mean error of the last 10: {cv['mean_err_last_10_pct']:.1f}%")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
+        with outfiles.create(args.json) as fh:
             json.dump({"held_out": ho, "convergence": cv}, fh, indent=2)
         print(f"wrote {args.json}")
     return 0

@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .. import outfiles
+
 MAX_TOKENS = 128
 
 
@@ -320,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
         result = measure(engine_params, limit=args.limit, timing_items=max(0, args.timing_items))
         print(report(result))
     if args.json:
-        with open(args.json, "w") as f:
+        with outfiles.create(args.json) as f:
             json.dump(result, f, indent=2, default=str)
         print(f"wrote {args.json}")
     return 0

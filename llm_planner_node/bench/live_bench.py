@@ -104,6 +104,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .. import outfiles
+
 TARGET_RATIO = {"vllm": 0.9, "timelyllm": 0.75}
 MAX_TOKENS = 128
 POLICIES = ("vllm", "timelyllm")
@@ -878,7 +880,7 @@ def run(args: argparse.Namespace) -> int:
                      client_mode=args.client, constrained_decoding=planner.constrained_decoding)
     print(report(result))
     if args.json:
-        with open(args.json, "w") as f:
+        with outfiles.create(args.json) as f:
             json.dump(result, f, indent=2, default=str)
         print(f"wrote {args.json}")
     return 0

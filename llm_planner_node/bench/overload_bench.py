@@ -36,6 +36,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import outfiles
+
 WID1_PER_AGENT_GOALS_S = 0.25 * 4.5 / 25  # eps x mean tasks per event / agents = 0.045
 DEFAULT_AGENTS = (25, 100, 200, 300, 400, 700, 1000, 2000, 5000)
 TARGET_AGENTS = (400, 1000, 5000)
@@ -172,7 +174,7 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
         ax.legend(fontsize=7)
     fig.suptitle("Overload: utility and throughput vs load (simulated Llama3-8B / RTX 4090)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(outfiles.ready(path), dpi=110)
     plt.close(fig)
 
 
@@ -225,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"target at {t['agents']} agents ({t['hopeless']}): utility >= vllm's {'met' if t['utility_ok'] else 'NOT met'}; "
               f"throughput {t['throughput_ratio']:.2f}x vllm's ({'met' if t['throughput_ok'] else 'NOT met'}, >= 0.9x)")
     if args.json:
-        with open(args.json, "w") as f:
+        with outfiles.create(args.json) as f:
             json.dump({"per_agent_goals_s": WID1_PER_AGENT_GOALS_S, "rows": rows, "targets": tg}, f, indent=2)
     if args.plot:
         plot(rows, args.plot)

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from .. import outfiles
 from ..core.batching import RunningView
 from ..core.policies import Policy, get_policy, policy_names
 from ..core.queue import GenerationQueue
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
           f"<1 ms at 1,000 queued: {'met' if ok1000 else 'NOT met'}; "
           f"<1 ms at 5,000 queued: {'met' if ok5000 else 'NOT met'}")
     if args.json:
-        with open(args.json, "w") as f:
+        with outfiles.create(args.json) as f:
             json.dump({"policy": args.policy, "admission": args.admission, "running": 4, "results": rows,
                        "paper_table5_ms": PAPER_TABLE5_MS,
                        "targets_met": {"50x_at_8": ok8, "under_1ms_at_1000": ok1000,

@@ -38,6 +38,8 @@ import statistics
 import time
 from typing import Any
 
+from .. import outfiles
+
 TARGET_US_PER_TOKEN = 20.0
 
 _STORY = (
@@ -385,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
             print_live(live)
             result["vllm"] = live
     if getattr(args, "json", None):
-        with open(args.json, "w") as f:
+        with outfiles.create(args.json) as f:
             json.dump(result, f, indent=1)
             f.write("\n")
     return 0 if all(r["meets_target"] for r in rows) else 1

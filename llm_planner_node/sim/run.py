@@ -13,6 +13,7 @@ import argparse
 import json
 import time
 
+from .. import outfiles
 from ..core.policies import policy_names
 from .simulation import simulate
 from .workload import WORKLOADS, Arrival, generate, load_workload
@@ -48,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
                   f"{s.mean_waiting_s:8.3f} {s.tokens_per_s:7.1f} {wall:7.2f}")
             out.append(s.as_dict())
     if args.json:
-        with open(args.json, "w") as f:
+        with outfiles.create(args.json) as f:
             json.dump({"workload": args.workload, "seed": args.seed, "summaries": out}, f, indent=2)
     return 0

@@ -9,7 +9,7 @@ from llm_planner_node.bench import scheduler_bench
 def test_bench_json(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     scheduler_bench.add_arguments(parser)
-    out = tmp_path / "bench.json"
+    out = tmp_path / "out" / "bench" / "bench.json"  # a folder that does not exist yet
     args = parser.parse_args(["--rounds", "1", "--min-round-s", "0.001", "--json", str(out)])
     assert scheduler_bench.run(args) == 0
     data = json.loads(out.read_text())

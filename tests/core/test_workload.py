@@ -65,7 +65,7 @@ def test_json_workload_rejects_unsafe_skill(tmp_path):
 def test_sim_command(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     sim_run.add_arguments(parser)
-    out = tmp_path / "r.json"
+    out = tmp_path / "out" / "r.json"  # a folder that does not exist yet
     path = _write(tmp_path, [{"t": 0.0, "trace": 1, "robot_id": "d0"}, CUSTOM])
     assert sim_run.run(parser.parse_args(["--workload", str(path), "--policies", "vllm", "timelyllm",
                                           "--json", str(out)])) == 0

@@ -198,7 +198,7 @@ def test_bench_script_runs(tmp_path, capsys):
 
     p = argparse.ArgumentParser()
     b.add_arguments(p)
-    out = tmp_path / "r.json"
+    out = tmp_path / "out" / "r.json"  # a folder that does not exist yet
     assert b.run(p.parse_args(["--robots", "4", "--train", "20", "--test", "20", "--json", str(out)])) == 0
     data = json.loads(out.read_text())
     assert data["held_out"]["drone"]["mape_online_pct"] < data["held_out"]["drone"]["mape_profile_only_pct"]

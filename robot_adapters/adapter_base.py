@@ -486,6 +486,10 @@ class AdapterCore:
             return  # a second completion of the same call (stop raced the end): ignored
         run.waiting = None
         self.loop.cancel(run.timer)
+        if err is None and self._cancel.is_set():
+            # the call returned after a cancel or its timeout stopped the robot: a stopped motion
+            # may read as arrived, so the call is not reported done (the robot fell short)
+            err = SkillCancelled(f"'{run.call.name if run.call else 'skill'}' stopped before it finished")
         if err is not None:
             self._fail(run, err)
             return

@@ -82,6 +82,7 @@ class IndyArmExecutor(SkillExecutor):
             return "stopped (arm not connected)"
         held = self.scene.held if self.scene is not None else None
         if not held:
+            self._picked_at.clear()
             return "stopped, gripper empty" if self.scene is not None else "stopped"
         where = self._picked_at.get(held)
         if not self.release_on_halt or where is None:
@@ -117,11 +118,11 @@ class IndyArmExecutor(SkillExecutor):
         deadline = time.monotonic() + (3.0 * nominal_s + 5.0) * self.time_scale
         while True:
             md = self._rpc(self.client.get_motion_data)
-            if md.get("is_target_reached") and not md.get("is_in_motion"):
-                break
-            if cancel.is_set():
+            if cancel.is_set():  # first: a motion the halt stopped also reads 'target reached'
                 self.stop()
                 raise SkillCancelled("cancelled during arm motion")
+            if md.get("is_target_reached") and not md.get("is_in_motion"):
+                break
             if time.monotonic() > deadline:
                 self.stop()
                 raise SkillTimeout(f"arm motion did not finish in {deadline:.0f} s budget")
@@ -139,6 +140,8 @@ class IndyArmExecutor(SkillExecutor):
         self._wait_motion(ARM_MOVE_BASE_S + dist / ARM_TCP_SPEED_MM_S, cancel)
 
     def _gripper(self, close: bool, cancel: threading.Event) -> None:
+        if cancel.is_set():  # a pick or place cancelled on its way down grips or drops nothing
+            raise SkillCancelled("cancelled")
         self._rpc(self.client.set_do, [(GRIP_DO, 1 if close else 0)])  # DigitalState OFF=0, ON=1
         deadline = time.monotonic() + GRIP_TIMEOUT_S * max(self.time_scale, 0.1)
         while True:
@@ -178,11 +181,12 @@ class IndyArmExecutor(SkillExecutor):
             self._gripper(False, cancel)
             self._movel(x, y, z + APPROACH_MM, 0.0, cancel)
             self._movel(x, y, z, 0.0, cancel)
+            self._picked_at[a[0]] = (x, y, z)  # from the grasp on: a halt puts it back here
             self._gripper(True, cancel)
             self._movel(x, y, z + APPROACH_MM, 0.0, cancel)
             if self.scene is not None and self.scene.held != a[0]:
+                self._picked_at.pop(a[0], None)
                 raise SkillExecutionError(f"grasp of '{a[0]}' failed (nothing in the gripper)")
-            self._picked_at[a[0]] = (x, y, z)
         elif n == "place":
             if self.scene is not None and self.scene.held != a[0]:
                 raise SkillExecutionError(f"cannot place '{a[0]}': not holding it")
@@ -190,6 +194,7 @@ class IndyArmExecutor(SkillExecutor):
             self._movel(x, y, z + APPROACH_MM + 30.0, 0.0, cancel)
             self._movel(x, y, z + 30.0, 0.0, cancel)
             self._gripper(False, cancel)
+            self._picked_at.pop(a[0], None)  # released here: no longer to be put back
             self._movel(x, y, z + APPROACH_MM + 30.0, 0.0, cancel)
         elif n == "push":
             x, y, z = self._object(a[0])

@@ -109,3 +109,87 @@ def test_halt_can_keep_the_object_when_configured(arm):
     ex.connect()
     ex.execute(A.validate("pick", ["apple"]), threading.Event())
     assert ex.halt() == "stopped, gripper holds 'apple'" and scene.held == "apple"
+
+
+def test_a_motion_stopped_by_a_halt_is_cancelled_not_arrived(arm):
+    """The core cancels a call by setting its cancel event and stopping the robot at once. A
+    stopped motion reads 'target reached' on the controller: the executor must raise
+    SkillCancelled (not return as if the arm had arrived), short of its target."""
+    fake, ex, _scene = arm
+    cancel = threading.Event()
+    target = A.validate("move_to", [-450, -300, 400])
+
+    def halt():
+        cancel.set()
+        ex.stop()
+
+    threading.Timer(0.1, halt).start()
+    with pytest.raises(SkillCancelled):
+        ex.execute(target, cancel)
+    assert not fake.state.moving and fake.state.p[0] > -450
+
+
+def test_a_pick_cancelled_after_the_grasp_is_put_back_by_the_halt(arm):
+    """A cancel while the gripper closes on the object: the halt puts the object back where it
+    was picked, and the next goal's pick does not fail with 'gripper already holds'."""
+    fake, ex, scene = arm
+    cancel = threading.Event()
+    errors = []
+
+    def pick():
+        try:
+            ex.execute(A.validate("pick", ["apple"]), cancel)
+        except SkillCancelled as e:
+            errors.append(e)
+
+    t = threading.Thread(target=pick)
+    t.start()
+    deadline = time.monotonic() + 20
+    while not (fake.state.do_log and fake.state.do_log[-1][1]) and time.monotonic() < deadline:
+        time.sleep(0.005)  # until the gripper is told to close
+    cancel.set()
+    ex.stop()
+    t.join(20)
+    assert errors and scene.held == "apple"
+    assert ex.halt() == "stopped, put 'apple' back where it was picked, gripper empty"
+    assert scene.held is None and scene.position("apple") == pytest.approx([400, 100, 50])
+    ex.execute(A.validate("pick", ["apple"]), threading.Event())
+    assert scene.held == "apple"
+
+
+def test_a_pick_cancelled_on_its_way_down_sends_no_gripper_command(arm):
+    """Cancelled before the grasp: the gripper is not closed (nothing grasped mid-cancel)."""
+    fake, ex, scene = arm
+    cancel = threading.Event()
+    n0 = len(fake.state.do_log)
+    threading.Timer(0.05, lambda: (cancel.set(), ex.stop())).start()
+    with pytest.raises(SkillCancelled):
+        ex.execute(A.validate("pick", ["apple"]), cancel)
+    assert not any(on for _addr, on in fake.state.do_log[n0:])  # only the opening, if any
+    assert scene.held is None and ex.halt() == "stopped, gripper empty"
+
+
+def test_an_arm_motion_over_its_budget_reports_a_timeout_not_done():
+    """Over the adapter: a move whose time budget runs out is stopped, and the segment reports
+    FAILED 'timeout' (the stopped arm is short of its target), never DONE."""
+    from robot_adapters.adapter_base import STATE_DONE, STATE_FAILED, AdapterCore, SegmentIn
+
+    scene = _scene()
+    host = f"127.0.0.{next(_hosts)}"
+    fake = FakeIndy(host, time_scale=SCALE, scene=scene).start()
+    ex = IndyArmExecutor(host, scene, time_scale=SCALE)
+    ex.connect()
+    events = []
+    core = AdapterCore("a", ex, events.append, time_scale=SCALE, skill_timeout_factor=0.05,
+                       skill_timeout_margin_s=0.0).start()
+    try:
+        core.submit(SegmentIn("g", 0, skills=[("move_to", ["-450", "-300", "400"])], final=True))
+        deadline = time.monotonic() + 20
+        while not any(e.state in (STATE_DONE, STATE_FAILED) for e in events) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ends = [(e.state, e.error) for e in events if e.state in (STATE_DONE, STATE_FAILED)]
+        assert len(ends) == 1 and ends[0][0] == STATE_FAILED and ends[0][1].startswith("timeout"), ends
+        assert fake.state.p[0] > -450  # stopped on the way
+    finally:
+        core.shutdown()
+        fake.stop()

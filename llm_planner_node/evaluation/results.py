@@ -72,27 +72,36 @@ def _f(v: Any, fmt: str) -> str:
 
 
 def format_table(results: Sequence[Mapping[str, Any]],
-                 bound: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+                 bound: Mapping[str, Mapping[str, Any]] | None = None, *, pct_of_bound: bool = False) -> str:
     """One row per policy and task type, columns aligned ("-" where a metric has no value, e.g.
     no goal of the type completed); a note below when policies completed different numbers of goals.
-    ``bound`` (``eval --bound``): a "bound" row per task type and a ``%bound`` column."""
+    ``bound`` (``eval --bound``): a "bound" row per task type and a ``%bound`` column
+    (``pct_of_bound``: the column without the rows, for bounds printed per policy)."""
+    pct_of_bound = pct_of_bound or bound is not None
     pw = max([12, *(len(str(r["policy"])) for r in results)])
     tw = max([14, *(len(str(tt)) for r in results for tt in r["task_types"])])
-    pb = f" {'%bound':>6}" if bound is not None else ""
+    pb = f" {'%bound':>6}" if pct_of_bound else ""
     lines = [f"{'policy':{pw}} {'task type':{tw}} {'goals':>5} {'done':>5} {'utility':>8} {'%beta':>6}{pb} "
              f"{'resp(s)':>8} {'p90(s)':>7} {'wait(s)':>8} {'tok/s':>7}"]
     for r in results:
         for tt, m in r["task_types"].items():
-            pct = f" {_f(m.get('utility_pct_of_bound'), '6.1f')}" if bound is not None else ""
+            pct = f" {_f(m.get('utility_pct_of_bound'), '6.1f')}" if pct_of_bound else ""
             lines.append(f"{str(r['policy']):{pw}} {str(tt):{tw}} {m['goals']:5d} {m['completed']:5d} "
                          f"{_f(m['mean_utility'], '8.3f')} {_f(m['utility_pct_of_beta'], '6.1f')}{pct} "
                          f"{_f(m['mean_response_s'], '8.3f')} {_f(m['p90_response_s'], '7.3f')} "
                          f"{_f(m['mean_waiting_s'], '8.3f')} {_f(m['tokens_per_s'], '7.1f')}")
-    for tt, b in (bound or {}).items():
-        lines.append(f"{'bound':{pw}} {str(tt):{tw}} {b['goals']:5d} {'':>5} {_f(b['mean_utility'], '8.3f')} "
-                     f"{'':>6} {'100.0':>6}  ({b['method']}, {b['groups']} groups)")
+    if bound is not None:
+        lines.append(format_bound_rows(bound, pw, tw))
     note = completed_note(results)
     return "\n".join(lines + ([note] if note else []))
+
+
+def format_bound_rows(bound: Mapping[str, Mapping[str, Any]], pw: int = 12, tw: int = 14,
+                      label: str = "bound") -> str:
+    """The bound's row per task type, in :func:`format_table`'s columns."""
+    pw = max(pw, len(label))
+    return "\n".join(f"{label:{pw}} {str(tt):{tw}} {b['goals']:5d} {'':>5} {_f(b['mean_utility'], '8.3f')} "
+                     f"{'':>6} {'100.0':>6}  ({b['method']}, {b['groups']} groups)" for tt, b in bound.items())
 
 
 def completed_note(results: Sequence[Mapping[str, Any]]) -> str | None:

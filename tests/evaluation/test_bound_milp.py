@@ -137,11 +137,47 @@ def test_eval_bound_adds_row_pct_and_json(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "%bound" in table and "\nbound " in table
     doc = json.loads(out.read_text())
-    assert set(doc["bound"]) >= {"all", "drone-urgent"}
-    b = doc["bound"]["all"]["mean_utility"]
+    # goals waited for their robot here: each policy has its own bound (see the test below)
+    waited = any(p["agents"]["waited"] for p in doc["policies"])
+    assert waited == ("bound" not in doc) == ("its own bound" in table)
     for p in doc["policies"]:
+        bound = p["bound"] if waited else doc["bound"]
+        assert set(bound) >= {"all", "drone-urgent"}
+        b = bound["all"]["mean_utility"]
         m = p["task_types"]["all"]
         assert m["mean_utility"] <= b + 1e-9
         assert m["utility_pct_of_bound"] == pytest.approx(100 * m["mean_utility"] / b)
+        assert (f"\nbound {p['policy']} " in table) == waited
     args = parser.parse_args(["--workload", str(spec), "--policy", "vllm", "--bound", "--engine", "vllm"])
     assert eval_cmd.run(args) == 2
+
+
+def test_the_bound_still_bounds_when_goals_wait_for_their_robot():
+    """One plan per robot: two goals for the only drone at t=0, the second reaches the planner
+    when the first is done and is served alone. Against the arrivals' bound (both sharing the
+    engine from t=0, 0.975) both policies scored 102.5%; each policy's bound is now over its
+    goals as they reached the planner, and no policy scores above it."""
+    import dataclasses
+
+    from llm_planner_node.core.skills import SkillCall
+    from llm_planner_node.core.tuf import TUFParams
+    from llm_planner_node.engines.sim_engine import SimPrompt, SimSegment
+    from llm_planner_node.evaluation.workload_spec import EvalSpec
+    from llm_planner_node.sim.workload import Arrival, goal_for
+
+    spec = EvalSpec("two-for-one-drone", 1.0, 1.0, 1, (1,), agents=1)
+    prompt = SimPrompt(1248, 1, (SimSegment("mu(50);", 2, (SkillCall("move_up", (50,)),)),))
+    goal = dataclasses.replace(goal_for(1, "drone0"), prompt=prompt,
+                               tuf=TUFParams(ert=0.052, alpha=-1000.0, beta=1.0))
+    arr = [Arrival(0.0, goal), Arrival(0.0, goal)]
+    submitted: dict = {}
+    results = eval_cmd.run_sim(spec, ["timelyllm", "vllm"], arrivals=arr, submitted=submitted)
+    shared = bm.bound_by_type(arr, spec.engine_config(), spec.planner_config())
+    assert all(r["agents"]["waited"] == 1 for r in results)
+    assert all(r["task_types"]["all"]["mean_utility"] > shared["all"]["mean_utility"] + 0.01 for r in results)
+    assert eval_cmd._add_bounds(results, arr, submitted, spec) is None  # no shared bound
+    for r in results:
+        assert [a.t for a in submitted[r["policy"]]][0] == 0.0 and submitted[r["policy"]][1].t > 0.0
+        for tt, m in r["task_types"].items():
+            assert m["mean_utility"] <= r["bound"][tt]["mean_utility"] + 1e-9
+            assert m["utility_pct_of_bound"] <= 100.0 + 1e-9

@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .task_model import GenState, Request
+from .task_model import EndKind, GenState, Request
 from .tuf import TUFParams, tuf0, tuf1
 
 
@@ -69,8 +69,10 @@ def outcome(arrival: float, tuf: TUFParams, dispatched_at: Sequence[float],
 
 
 def request_outcome(req: Request, network_latency: float) -> Outcome | None:
-    """Outcome of a FINISHED request from the planner's record (None otherwise)."""
-    if req.state is not GenState.FINISHED:
+    """Outcome of a SUCCEEDED request from the planner's record (None otherwise). A TRUNCATED
+    plan (cut at max_tokens) executed only its first segments: not a completed goal, as in the
+    live and rosbag reports, which count SUCCEEDED results only."""
+    if req.end is not EndKind.SUCCEEDED:
         return None
     durations = [e - s for s, e in zip(req.exec_start, req.exec_end, strict=True)]  # type: ignore[operator]
     return outcome(req.arrival, req.goal.tuf, req.dispatched_at, durations, network_latency,

@@ -37,3 +37,33 @@ def test_outcome_needs_segments():
     with pytest.raises(ValueError):
         outcome(0.0, NORMAL, [], [], 0.008)
     assert math.isclose(outcome(0.0, NORMAL, [0.0], [1.0], 0.0).waiting_s, 0.0, abs_tol=1e-12)
+
+
+def test_a_truncated_plan_is_not_a_completed_goal_in_the_simulator_or_the_live_report():
+    """A plan cut at max_tokens executes only its first segments (end TRUNCATED). The simulator's
+    summary and the live/rosbag report (GoalResult messages) agree: not completed, no utility."""
+    import dataclasses
+
+    from llm_planner_node.core.metrics import request_outcome
+    from llm_planner_node.core.task_model import EndKind
+    from llm_planner_node.evaluation.bag import outcome_from_result
+    from llm_planner_node.ros_messages import build_result
+    from llm_planner_node.sim.simulation import simulate
+    from llm_planner_node.sim.workload import Arrival, goal_for
+
+    full = goal_for(7, "drone3")  # mu(80); tc(90); mf(50): three segments
+    cut = dataclasses.replace(full, max_tokens=full.prompt.segments[0].n_tokens + 1)
+    res = simulate([Arrival(0.0, cut), Arrival(0.0, dataclasses.replace(full, robot_id="drone4"))], "timelyllm")
+    truncated, whole = res.requests
+    assert truncated.end is EndKind.TRUNCATED and len(truncated.segments) < len(whole.segments)
+    assert whole.end is EndKind.SUCCEEDED
+    from timely_fleet.msg import GoalResult
+
+    def recorded(req):  # the node's planner/results record of the goal (node.PlannerNode._finish)
+        r, g = build_result(req), req.goal
+        return GoalResult(status=r.status, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha,
+                          beta=g.tuf.beta, segments=r.segments)
+
+    assert request_outcome(truncated, 0.008) is None and outcome_from_result(recorded(truncated)) is None
+    assert request_outcome(whole, 0.008) is not None and outcome_from_result(recorded(whole)) is not None
+    assert res.by_type("all").completed == 1 and res.by_type("all").goals == 2

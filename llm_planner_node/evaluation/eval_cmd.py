@@ -216,6 +216,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def batch_rules(policies: Sequence[str], max_batch: int | None, admission: str | None) -> dict[str, str]:
+    """What batch admission (and simulated engine rule) each policy runs with: the segmented
+    policies share ``admission``; vllm, Trail, LTR, LAMPS and hybrid keep their papers' fixed
+    batch; hybrid also assumes its paper's iteration rule; ``--max-batch`` fixes it for all."""
+    from ..core.batching import FixedBatch
+    from ..core.policies import get_policy
+
+    out = {}
+    for name in policies:
+        pol = get_policy(name, **({} if max_batch is None else {"max_batch": max_batch}),
+                         **({} if admission is None else {"admission": admission}))
+        adm = pol.admission
+        rule = (f"fixed batch {adm.max_batch}" if isinstance(adm, FixedBatch)
+                else f"latency-guided ({getattr(adm, 'name', 'custom')})")
+        if pol.engine_iteration is not None:
+            rule += f", engine iteration rule {pol.engine_iteration}"
+        out[name] = rule
+    return out
+
+
 def _add_bounds(results: list[dict[str, Any]], arr: list, submitted: dict[str, list],
                 spec: EvalSpec) -> dict[str, Any] | None:
     """``eval --bound``: each policy's ``utility_pct_of_bound``. The bound assumes every goal
@@ -260,8 +280,9 @@ def _run(args: argparse.Namespace) -> int:
             return 1
     n_goals = results[0]["task_types"].get("all", {}).get("goals", 0) if results else 0
     admission = getattr(args, "admission", "improved")
-    print(f"workload {spec.name}: {n_goals} goals, seed {seed}, engine {args.engine}, "
-          f"admission {admission if args.max_batch is None else f'fixed batch {args.max_batch}'}")
+    rules = batch_rules(policies, args.max_batch, admission)
+    print(f"workload {spec.name}: {n_goals} goals, seed {seed}, engine {args.engine}")
+    print("batch admission: " + "; ".join(f"{p} {r}" for p, r in rules.items()))
     if args.engine == "sim":
         print(f"calibration {spec.calibration_info()['description']}")
         moved = [(r["policy"], r["agents"]) for r in results if "agents" in r]
@@ -280,7 +301,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"recorded {r['policy']} to {r['bag']} (timely-fleet report {r['bag']})")
     doc = {"workload": spec.as_dict(), "engine": args.engine, "seed": seed,
            "calibration": spec.calibration_info() if args.engine == "sim" else None,
-           "max_batch": args.max_batch, "admission": admission, "policies": results}
+           "max_batch": args.max_batch, "admission": admission, "batch_rules": rules, "policies": results}
     if bound is not None:
         doc["bound"] = bound
     if args.json:

@@ -137,6 +137,13 @@ def test_eval_bound_adds_row_pct_and_json(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "%bound" in table and "\nbound " in table
     doc = json.loads(out.read_text())
+    # each policy's batch rule, as it ran (vllm keeps its paper's fixed batch)
+    assert "batch admission: vllm fixed batch 256; timelyllm latency-guided (improved)" in table
+    assert doc["batch_rules"] == {"vllm": "fixed batch 256", "timelyllm": "latency-guided (improved)"}
+    assert eval_cmd.batch_rules(["hybrid", "seg-edf"], None, "literal") == {
+        "hybrid": "fixed batch 256, engine iteration rule pd-marginal", "seg-edf": "latency-guided (literal)"}
+    assert set(eval_cmd.batch_rules(["hybrid", "seg-edf"], 8, None).values()) == {
+        "fixed batch 8, engine iteration rule pd-marginal", "fixed batch 8"}
     # goals waited for their robot here: each policy has its own bound (see the test below)
     waited = any(p["agents"]["waited"] for p in doc["policies"])
     assert waited == ("bound" not in doc) == ("its own bound" in table)

@@ -132,8 +132,9 @@ def simulate(arrivals: Sequence[Arrival], policy: str | Policy, *, seed: int = 0
     def schedule_status(t: float, robot: str, rid: int, k: int, state: str, d: tuple[float, ...]) -> None:
         push(t, ("status", robot, rid, k, state, d))
 
-    robots = SimRobots(robot_exec_model or model, np.random.default_rng(seed),
-                       planner_config.network_latency_s, schedule_status)
+    arrival_of: dict[int, int] = {}  # request id -> arrival index (the same under every policy)
+    robots = SimRobots(robot_exec_model or model, seed, planner_config.network_latency_s, schedule_status,
+                       goal_key=lambda req: arrival_of.get(req.id, req.id))
     log: list[tuple[float, int, int]] = []
 
     def robot_free(req: Request) -> None:  # a goal ended: its robot is free (handled as an event)
@@ -154,6 +155,7 @@ def simulate(arrivals: Sequence[Arrival], policy: str | Policy, *, seed: int = 0
     def send(i: int, goal: object) -> None:
         try:
             request_of[i] = planner.submit(goal)  # type: ignore[arg-type]
+            arrival_of[request_of[i]] = i
         except QueueFull:
             refused.append(i)
             if agents is not None:

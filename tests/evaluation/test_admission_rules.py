@@ -33,7 +33,7 @@ def test_eval_admission_option_reaches_segmented_policies(tmp_path, capsys):
     for rule in ("literal", "improved"):
         j = tmp_path / f"{rule}.json"
         assert eval_cmd.run(_args(workload=str(yml), policy="vllm,seg-fcfs", admission=rule, json=str(j))) == 0
-        assert f"admission {rule}" in capsys.readouterr().out
+        assert f"seg-fcfs latency-guided ({rule})" in capsys.readouterr().out
         docs[rule] = json.loads(j.read_text())
         assert docs[rule]["admission"] == rule
     pol = {rule: {p["policy"]: p["task_types"]["all"]["mean_response_s"] for p in d["policies"]}

@@ -172,6 +172,18 @@ def test_preempted_generation_resumes_and_completes():
     assert r.engine.resume_hits == 1
 
 
+def _preempted_drone_goal():
+    """One drone goal on the simulated engine under PreemptFirst, run until it is preempted."""
+    clock = VirtualClock()
+    engine = SimEngine(clock, SimEngineConfig())
+    sink, pol = Sink(), PreemptFirst()
+    planner = Planner(engine, pol, clock, RecordingModel(), sink)
+    rid = planner.submit(goal_for(1, "drone0"))
+    _run_engine(clock, engine, planner, until=lambda: pol.fired)
+    assert pol.fired
+    return clock, engine, planner, sink, rid
+
+
 def test_preempted_generation_whose_segment_and_end_cross_the_suspend_still_completes():
     """A live engine's events and commands cross: the core preempts a generation, and before
     the suspend reaches the engine the generation reports one more segment and its end. The
@@ -180,12 +192,7 @@ def test_preempted_generation_whose_segment_and_end_cross_the_suspend_still_comp
     from llm_planner_node.core.engine_api import FinishedEvent, SegmentEvent
     from llm_planner_node.core.skills import SkillCall
 
-    clock = VirtualClock()
-    engine = SimEngine(clock, SimEngineConfig())
-    sink, pol = Sink(), PreemptFirst()
-    planner = Planner(engine, pol, clock, RecordingModel(), sink)
-    rid = planner.submit(goal_for(1, "drone0"))
-    _run_engine(clock, engine, planner, until=lambda: pol.fired)
+    clock, engine, planner, sink, rid = _preempted_drone_goal()
     req = planner.requests[rid]
     assert req.state is GenState.SUSPENDED and planner.queued() == 1
     resumed = []
@@ -212,12 +219,7 @@ def test_preempted_generation_that_fails_before_its_suspend_ends_with_the_engine
     (INVALID_PLAN) instead of being dropped as late: it leaves the queue, nothing is resumed."""
     from llm_planner_node.core.engine_api import FailedEvent
 
-    clock = VirtualClock()
-    engine = SimEngine(clock, SimEngineConfig())
-    sink, pol = Sink(), PreemptFirst()
-    planner = Planner(engine, pol, clock, RecordingModel(), sink)
-    rid = planner.submit(goal_for(1, "drone0"))
-    _run_engine(clock, engine, planner, until=lambda: pol.fired)
+    clock, engine, planner, sink, rid = _preempted_drone_goal()
     assert planner.requests[rid].state is GenState.SUSPENDED
     engine.step = lambda: [FailedEvent(rid, clock.now(), "invalid plan: bad call", True)]
     planner.tick()

@@ -489,7 +489,7 @@ class AdapterCore:
         if err is None and self._cancel.is_set():
             # the call returned after a cancel or its timeout stopped the robot: a stopped motion
             # may read as arrived, so the call is not reported done (the robot fell short)
-            err = SkillCancelled(f"'{run.call.name if run.call else 'skill'}' stopped before it finished")
+            err = SkillCancelled(f"'{run.call.name}' stopped before it finished")  # type: ignore[union-attr]
         if err is not None:
             self._fail(run, err)
             return

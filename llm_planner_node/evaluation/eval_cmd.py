@@ -290,8 +290,9 @@ def _run(args: argparse.Namespace) -> int:
             print(f"one plan per robot ({spec.agents} robots per kind): " + "; ".join(
                 f"{p} {a['reassigned']} moved to a free robot, {a['waited']} waited "
                 f"(mean {a['mean_wait_s']:.2f} s)" for p, a in moved))
-    print(format_table(results, bound, pct_of_bound=getattr(args, "bound", False) and args.engine == "sim"))
-    if any("bound" in r for r in results):
+    own_bounds = any("bound" in r for r in results)  # per policy (_add_bounds)
+    print(format_table(results, bound, pct_of_bound=own_bounds))
+    if own_bounds:
         print("goals waited for their robot, so each policy's %bound is against its own bound: its goals "
               "as they reached the planner")
         for r in results:

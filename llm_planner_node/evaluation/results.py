@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .. import outfiles
 from ..core.metrics import Outcome, Summary, outcome_stats
 
 FIELDS = ("goals", "completed", "mean_utility", "utility_pct_of_beta", "mean_segment_utility",
@@ -117,8 +118,7 @@ def completed_note(results: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def write_json(path: str | Path, doc: Mapping[str, Any]) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(doc, indent=2, default=_clean) + "\n")
+    Path(outfiles.ready(path)).write_text(json.dumps(doc, indent=2, default=_clean) + "\n")
 
 
 def load_json(path: str | Path) -> dict[str, Any]:

@@ -134,7 +134,7 @@ def simulate(arrivals: Sequence[Arrival], policy: str | Policy, *, seed: int = 0
 
     arrival_of: dict[int, int] = {}  # request id -> arrival index (the same under every policy)
     robots = SimRobots(robot_exec_model or model, seed, planner_config.network_latency_s, schedule_status,
-                       goal_key=lambda req: arrival_of.get(req.id, req.id))
+                       goal_key=lambda req: arrival_of[req.id])
     log: list[tuple[float, int, int]] = []
 
     def robot_free(req: Request) -> None:  # a goal ended: its robot is free (handled as an event)

@@ -58,12 +58,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Union
 
+from .core.plan_limits import PlanLimits, limits_for
 from .core.skills import ArgSpec, SkillError, SkillSet, SkillSpec
 
 __all__ = [
     "Lit", "Chars", "Ref", "Seq", "Alt", "Rep", "Node", "PlanGrammar", "GrammarChecker",
     "GrammarState", "Derivatives", "derivatives_for", "plan_grammar", "build_plan_grammar", "int_range", "int_range_ebnf", "float_range",
-    "node_to_regex", "language_of", "FLOAT_FRACTION_DIGITS", "INT_MAX_DIGITS",
+    "node_to_regex", "language_of", "FLOAT_FRACTION_DIGITS", "INT_MAX_DIGITS", "longest_plan_chars", "object_names", "language_for",
 ]
 
 #: Fractional digits a float literal may have in a grammar (the parser allows any number).
@@ -400,24 +401,37 @@ def float_range(lo: float, hi: float, frac_digits: int = FLOAT_FRACTION_DIGITS) 
 # ---------------------------------------------------------------------------------------------
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _KEYWORDS = ("True", "False", "None")
-_QCHAR = Chars((("'", "'"), ('"', '"'), ("\\", "\\"), ("\x00", "\x1f"), ("\x7f", "\x7f")), negated=True)
-_QCHAR_NS = Chars(_QCHAR.ranges + ((" ", " "),), negated=True)
-#: Whitespace between statements, written inline (``[ \t\r\n]*``) where it is used rather than
-#: as a ``ws`` rule: the same language, but xgrammar then decides a token such as `` mf`` (a space
-#: and a skill name) at a statement start from its precomputed masks instead of checking it at
-#: run time against the whole parser stack (the rule's end would be crossed). Measured with the
-#: shipped tokenizer, 7 canonical drone plans, one pass, three runs: 15.5 -> 10.6 us per token
-#: (mean of fill + accept), for a longer compile (about 145 -> 215 ms, once per distinct grammar).
-WS = star(chars(" ", "\t", "\r", "\n"))
+#: Characters of a quoted string: printable ASCII but quotes and backslash (so a plan's length in
+#: bytes, which bounds its length in tokens, is its length in characters).
+_QCHAR = Chars(((" ", "!"), ("#", "&"), ("(", "["), ("]", "~")))
+_QCHAR_NS = Chars((("!", "!"), ("#", "&"), ("(", "["), ("]", "~")))
+#: Whitespace between statements: at most one space or newline, written inline where it is used
+#: rather than as a ``ws`` rule: xgrammar then decides a token such as `` mf`` (a space and a
+#: skill name) at a statement start from its precomputed masks instead of checking it at run
+#: time against the whole parser stack. No runs: a model cannot fill max_tokens with blanks.
+WS = opt(chars(" ", "\n"))
 
 
-def _common_rules(g: PlanGrammar) -> None:
-    g.add("name", seq(chars("A-Z", "a-z"), star(chars("A-Z", "a-z", "0-9", "_"))))
+def _common_rules(g: PlanGrammar, lim: PlanLimits, objects: tuple[str, ...] = ()) -> None:
+    g.add("name", seq(chars("A-Z", "a-z"), Rep(chars("A-Z", "a-z", "0-9", "_"), 0, lim.max_name_chars - 1)))
     # a quoted string argument: non-empty after stripping spaces (ArgSpec.coerce)
     g.add("qstr_arg", alt(
-        seq(Lit("'"), star(Lit(" ")), _QCHAR_NS, star(_QCHAR), Lit("'")),
-        seq(Lit('"'), star(Lit(" ")), _QCHAR_NS, star(_QCHAR), Lit('"')),
+        seq(Lit("'"), opt(Lit(" ")), _QCHAR_NS, Rep(_QCHAR, 0, lim.max_string_chars - 1), Lit("'")),
+        seq(Lit('"'), opt(Lit(" ")), _QCHAR_NS, Rep(_QCHAR, 0, lim.max_string_chars - 1), Lit('"')),
     ))
+    if objects:
+        g.add("object_arg", lits(*objects))
+
+
+def object_names(objects: Iterable[str]) -> tuple[str, ...]:
+    """Known objects as plan arguments: snake_case names (``"red box"`` -> ``red_box``), sorted,
+    without duplicates; names that are not identifiers after that are dropped."""
+    out = set()
+    for o in objects:
+        name = re.sub(r"[^A-Za-z0-9_]+", "_", str(o).strip().lower()).strip("_")
+        if _NAME_RE.fullmatch(name) and name not in _KEYWORDS:
+            out.add(name)
+    return tuple(sorted(out))
 
 
 def _rule_id(x: float) -> str:
@@ -455,6 +469,8 @@ def _arg_rule(g: PlanGrammar, skill: SkillSpec, spec: ArgSpec) -> Ref:
         return g.add(f"float_{_rule_id(lo)}_{_rule_id(hi)}", node)
     if spec.type == "bool":
         return g.add("bool", lits("True", "False"))
+    if spec.is_object and "object_arg" in g.rules:
+        return Ref("object_arg")
     return g.add("str_arg", alt(Ref("name"), Ref("qstr_arg")))
 
 
@@ -498,19 +514,20 @@ def _call_rule(g: PlanGrammar, index: int, skill: SkillSpec, *, with_vars: bool,
 # ---------------------------------------------------------------------------------------------
 # Languages
 # ---------------------------------------------------------------------------------------------
-#: Variables a MiniSpec plan may use: ``_1`` .. ``_MAX_VARS``, numbered in order of first assignment.
-MAX_VARS = 4
+def _minispec(g: PlanGrammar, skill_set: SkillSet, lim: PlanLimits, objects: tuple[str, ...] = ()) -> None:
+    """MiniSpec with variables checked by the grammar and every size bounded (:class:`PlanLimits`).
 
-
-def _minispec(g: PlanGrammar, skill_set: SkillSet, max_depth: int, max_loop: int, max_vars: int = MAX_VARS) -> None:
-    """MiniSpec with variables checked by the grammar: a variable is used only after it is
-    assigned (textual order, as the segmenter checks) and variables are numbered ``_1``, ``_2``,
-    ... in order of first assignment (at most ``max_vars``). The rules carry the number of
-    variables assigned so far: ``plan_k`` (k assigned), ``X_d_a_b`` (statement/block/... at
-    depth d entered with a and left with b assigned)."""
-    V = max_vars
-    g.add("root", Ref("plan_0"))
-    _common_rules(g)
+    Variables: a variable is used only after it is assigned (textual order, as the segmenter
+    checks) and variables are numbered ``_1``, ``_2``, ... in order of first assignment (at most
+    ``max_vars``). Size: at most ``max_statements`` statements in the whole plan (a block counts
+    one plus its body), blocks nested at most ``max_depth``, loop counts ``1..max_loop``,
+    conditions of at most ``max_conditions`` comparisons; a top-level return ends the plan.
+    The rules carry both counts: ``plan_k_r`` (k variables assigned, r statements left),
+    ``stmt_d_a_b_s`` (a statement at depth d entered with a and left with b variables assigned,
+    of exactly s statements), and the same for ``seq``/``block``/``if``/``loop``."""
+    V, D, S = lim.max_vars, lim.max_depth, lim.max_statements
+    g.add("root", Ref(f"plan_0_{S}"))
+    _common_rules(g, lim, objects)
     for k in range(V + 1):
         if k:
             g.add(f"var_{k}", Lit("_1") if k == 1 else seq(Lit("_"), chars(f"1-{k}")))
@@ -519,50 +536,60 @@ def _minispec(g: PlanGrammar, skill_set: SkillSet, max_depth: int, max_loop: int
     num = seq(opt(Lit("-")), alt(Lit("0"), seq(chars("1-9"), Rep(DIGIT, 0, LITERAL_MAX_DIGITS - 1))),
               opt(seq(Lit("."), Rep(DIGIT, 1, FLOAT_FRACTION_DIGITS))))
     g.add("number", num)
-    g.add("qstr", alt(seq(Lit("'"), star(_QCHAR), Lit("'")), seq(Lit('"'), star(_QCHAR), Lit('"'))))
+    g.add("qstr", alt(seq(Lit("'"), Rep(_QCHAR, 0, lim.max_string_chars), Lit("'")),
+                      seq(Lit('"'), Rep(_QCHAR, 0, lim.max_string_chars), Lit('"'))))
     g.add("literal", alt(Ref("number"), Ref("qstr"), lits(*_KEYWORDS)))
-    g.add("loop_count", int_range(1, max_loop))
+    g.add("loop_count", int_range(1, lim.max_loop))
     for k in range(V + 1):
         g.add(f"operand_{k}", alt(Ref(f"call_{k}"), *([Ref(f"var_{k}")] if k else []), Ref("literal")))
         g.add(f"cmp_{k}", seq(Ref(f"operand_{k}"),
                               opt(seq(lits("==", "!=", ">=", "<=", ">", "<"), Ref(f"operand_{k}")))))
-        g.add(f"conj_{k}", seq(Ref(f"cmp_{k}"), star(seq(lits("&&", "&"), Ref(f"cmp_{k}")))))
-        g.add(f"cond_{k}", seq(Ref(f"conj_{k}"), star(seq(lits("||", "|"), Ref(f"conj_{k}")))))
+        g.add(f"cond_{k}", seq(Ref(f"cmp_{k}"),
+                               Rep(seq(lits("&&", "&", "||", "|"), Ref(f"cmp_{k}")), 0, lim.max_conditions - 1)))
         g.add(f"ret_{k}", seq(Lit("->"), Ref(f"operand_{k}")))
     pairs = [(a_, b_) for a_ in range(V + 1) for b_ in range(a_, V + 1)]
-    for d in range(max_depth + 1):
+    for d in range(D + 1):
         for a_, b_ in pairs:
-            alts: list[Node] = []
-            if a_ == b_:
-                alts += [Ref(f"call_{a_}"), Ref(f"ret_{a_}")]
-                if a_:  # re-assign a variable already assigned
-                    alts.append(seq(Ref(f"var_{a_}"), Lit("="), Ref(f"operand_{a_}")))
-            if b_ == a_ + 1:  # assign the next variable
-                alts.append(seq(Lit(f"_{b_}="), Ref(f"operand_{a_}")))
-            if d < max_depth:
-                alts += [Ref(f"if_{d}_{a_}_{b_}"), Ref(f"loop_{d}_{a_}_{b_}")]
-                inner = f"block_{d + 1}"
-                branches: list[Node] = [seq(Lit("?"), Ref(f"cond_{a_}"), Ref(f"{inner}_{a_}_{b_}"))]
-                for c in range(a_, b_ + 1):
-                    branches.append(seq(Lit("?"), Ref(f"cond_{a_}"), Ref(f"{inner}_{a_}_{c}"), Lit(":"),
-                                        alt(Ref(f"{inner}_{c}_{b_}"), Ref(f"if_{d}_{c}_{b_}"))))
-                g.add(f"if_{d}_{a_}_{b_}", alt(*branches))
-                g.add(f"loop_{d}_{a_}_{b_}", seq(Ref("loop_count"), Ref(f"{inner}_{a_}_{b_}")))
-            if not alts:
-                alts.append(Ref(f"if_{d}_{a_}_{b_}"))  # (unreachable at max depth; kept productive below)
-            g.add(f"stmt_{d}_{a_}_{b_}", alt(*alts))
+            for s in range(1, S + 1):
+                alts: list[Node] = []
+                if s == 1:
+                    if a_ == b_:
+                        alts.append(Ref(f"call_{a_}"))
+                        if d:  # a return inside a block (at the top level it ends the plan: plan_k_r)
+                            alts.append(Ref(f"ret_{a_}"))
+                        if a_:  # re-assign a variable already assigned
+                            alts.append(seq(Ref(f"var_{a_}"), Lit("="), Ref(f"operand_{a_}")))
+                    if b_ == a_ + 1:  # assign the next variable
+                        alts.append(seq(Lit(f"_{b_}="), Ref(f"operand_{a_}")))
+                elif d < D:
+                    inner = f"block_{d + 1}"
+                    branches: list[Node] = [seq(Lit("?"), Ref(f"cond_{a_}"), Ref(f"{inner}_{a_}_{b_}_{s - 1}"))]
+                    for c in range(a_, b_ + 1):
+                        for s1 in range(1, s - 1):
+                            s2 = s - 1 - s1
+                            branches.append(seq(Lit("?"), Ref(f"cond_{a_}"), Ref(f"{inner}_{a_}_{c}_{s1}"), Lit(":"),
+                                                alt(Ref(f"{inner}_{c}_{b_}_{s2}"), Ref(f"if_{d}_{c}_{b_}_{s2}"))))
+                    g.add(f"if_{d}_{a_}_{b_}_{s}", alt(*branches))
+                    g.add(f"loop_{d}_{a_}_{b_}_{s}", seq(Ref("loop_count"), Ref(f"{inner}_{a_}_{b_}_{s - 1}")))
+                    alts += [Ref(f"if_{d}_{a_}_{b_}_{s}"), Ref(f"loop_{d}_{a_}_{b_}_{s}")]
+                if alts:
+                    g.add(f"stmt_{d}_{a_}_{b_}_{s}", alt(*alts))
         if d >= 1:
             for a_, b_ in pairs:
-                more = [seq(Ref(f"stmt_{d}_{a_}_{c}"), Lit(";"), WS, Ref(f"seq_{d}_{c}_{b_}"))
-                        for c in range(a_, b_ + 1)]
-                g.add(f"seq_{d}_{a_}_{b_}", alt(Ref(f"stmt_{d}_{a_}_{b_}"), *more))
-                g.add(f"block_{d}_{a_}_{b_}", seq(Lit("{"), WS, Ref(f"seq_{d}_{a_}_{b_}"), opt(Lit(";")),
-                                                  WS, Lit("}")))
+                for s in range(1, S + 1):
+                    more = [seq(Ref(f"stmt_{d}_{a_}_{c}_{s1}"), Lit(";"), WS, Ref(f"seq_{d}_{c}_{b_}_{s - s1}"))
+                            for c in range(a_, b_ + 1) for s1 in range(1, s)]
+                    g.add(f"seq_{d}_{a_}_{b_}_{s}", alt(Ref(f"stmt_{d}_{a_}_{b_}_{s}"), *more))
+                    g.add(f"block_{d}_{a_}_{b_}_{s}", seq(Lit("{"), WS, Ref(f"seq_{d}_{a_}_{b_}_{s}"), opt(Lit(";")),
+                                                          WS, Lit("}")))
     for k in range(V + 1):
-        g.add(f"plan_{k}", alt(seq(WS, Ref(f"stmt_0_{k}_{k}"), Lit(";"), Ref(f"plan_{k}")),
-                               *[seq(WS, Ref(f"stmt_0_{k}_{j}"), Lit(";"), Ref(f"plan_{j}"))
-                                 for j in range(k + 1, V + 1)],
-                               WS))
+        for r in range(S + 1):
+            alts = [seq(WS, Ref(f"stmt_0_{k}_{j}_{s}"), Lit(";"), Ref(f"plan_{j}_{r - s}"))
+                    for s in range(1, r + 1) for j in range(k, V + 1)]
+            if r:
+                alts.append(seq(WS, Ref(f"ret_{k}"), Lit(";"), WS))
+            alts.append(WS)
+            g.add(f"plan_{k}_{r}", alt(*alts))
     _drop_unproductive(g)
 
 
@@ -642,23 +669,27 @@ def _subst_args(g: PlanGrammar, skill: SkillSpec, node: Node, var: Ref) -> Node:
     return walk(node)
 
 
-def _arm(g: PlanGrammar, skill_set: SkillSet) -> None:
-    g.add("root", seq(star(seq(WS, Ref("stmt"), Lit(";"))), WS))
-    _common_rules(g)
+def _arm(g: PlanGrammar, skill_set: SkillSet, lim: PlanLimits, objects: tuple[str, ...] = ()) -> None:
+    """Arm plans: at most ``max_statements`` calls ``name(arg, ...);``."""
+    g.add("root", seq(Rep(seq(WS, Ref("stmt"), Lit(";")), 0, lim.max_statements), WS))
+    _common_rules(g, lim, objects)
     calls = [_call_rule(g, i, s, with_vars=False, v1=False) for i, s in enumerate(skill_set.skills)]
     g.add("stmt", alt(*calls))
 
 
 #: characters that end a chat sentence, and closers that may follow them (ChatSegmenter)
 _TERMINALS = ".!?"
-_CLOSERS = "\"')]}\u201d\u2019"
+_CLOSERS = "\"')]}"
+#: a chat sentence's text: printable ASCII but the terminals (bytes = characters: bounded tokens)
+_CHAT_TEXT = Chars(((" ", " "), ('"', "-"), ("/", ">"), ("@", "~")))
 
 
-def _chat(g: PlanGrammar) -> None:
-    g.add("root", seq(star(seq(WS, Ref("sentence"))), WS))
-    text = Chars(tuple((c, c) for c in _TERMINALS + "\n"), negated=True)
-    g.add("sentence", seq(star(text), Rep(Chars(tuple((c, c) for c in _TERMINALS)), 1, None),
-                          star(Chars(tuple((c, c) for c in _CLOSERS)))))
+def _chat(g: PlanGrammar, lim: PlanLimits) -> None:
+    """At most ``max_sentences`` sentences of at most ``max_sentence_chars`` characters."""
+    g.add("root", seq(Rep(seq(WS, Ref("sentence")), 0, lim.max_sentences), WS))
+    g.add("sentence", seq(Rep(_CHAT_TEXT, 0, lim.max_sentence_chars),
+                          Rep(Chars(tuple((c, c) for c in _TERMINALS)), 1, 3),
+                          Rep(Chars(tuple((c, c) for c in _CLOSERS)), 0, 2)))
 
 
 _KIND_LANGUAGE = {"drone": "minispec", "sim": "minispec", "arm": "arm", "chat": "chat"}
@@ -682,31 +713,67 @@ def language_for(robot_kind: str, skill_set: SkillSet) -> str:
     return _KIND_LANGUAGE.get(robot_kind) or language_of(skill_set)
 
 
-def build_plan_grammar(skill_set: SkillSet, *, language: str | None = None, max_depth: int = 16,
-                       max_loop: int = 1000) -> PlanGrammar:
+def build_plan_grammar(skill_set: SkillSet, *, language: str | None = None, limits: PlanLimits | None = None,
+                       objects: Iterable[str] = ()) -> PlanGrammar:
     """The plan grammar of a skill set as named rules (see :func:`plan_grammar`)."""
     lang = language or language_of(skill_set)
     if lang.startswith("chat"):
         lang = "chat"
+    lim = limits or limits_for(lang)
+    names = object_names(objects)
     g = PlanGrammar(lang, skill_set.id)
     if lang == "minispec":
-        _minispec(g, skill_set, max_depth, max_loop)
+        _minispec(g, skill_set, lim, names)
     elif lang == "arm":
-        _arm(g, skill_set)
+        _arm(g, skill_set, lim, names)
     elif lang == "chat":
-        _chat(g)
+        _chat(g, lim)
     else:
         raise ValueError(f"unknown plan language {lang!r} (languages: {', '.join(LANGUAGES)})")
     return g
 
 
-def plan_grammar(skill_set: SkillSet, *, language: str | None = None, max_depth: int = 16,
-                 max_loop: int = 1000) -> str:
-    """EBNF (xgrammar / GBNF dialect, root rule ``root``) of the skill set's plan language.
+def plan_grammar(skill_set: SkillSet, *, language: str | None = None, limits: PlanLimits | None = None,
+                 objects: Iterable[str] = ()) -> str:
+    """EBNF (xgrammar / GBNF dialect, root rule ``root``) of the skill set's plan language,
+    bounded by ``limits`` (the language's :data:`~llm_planner_node.core.plan_limits.DEFAULT_PLAN_LIMITS`
+    when None); with ``objects``, object arguments are those names only. See the module docstring."""
+    return build_plan_grammar(skill_set, language=language, limits=limits, objects=objects).ebnf()
 
-    ``max_depth`` and ``max_loop`` mirror the MiniSpec parser's limits (block nesting, loop
-    count). See the module docstring for what the grammar enforces."""
-    return build_plan_grammar(skill_set, language=language, max_depth=max_depth, max_loop=max_loop).ebnf()
+
+def longest_plan_chars(g: PlanGrammar) -> int:
+    """The length in characters of the longest string the grammar admits. Every character the
+    plan grammars admit is ASCII, so this also bounds a plan's bytes, and so its tokens with any
+    byte-level tokenizer (every token is at least one byte): a plan of the grammar fits in
+    ``longest_plan_chars + 1`` tokens (the end of sequence)."""
+    memo: dict[str, int] = {}
+    active: set[str] = set()
+
+    def longest(n: Node) -> int:
+        if isinstance(n, Lit):
+            return len(n.text)
+        if isinstance(n, Chars):
+            return 1
+        if isinstance(n, Ref):
+            if n.name in memo:
+                return memo[n.name]
+            if n.name in active:
+                raise ValueError(f"rule {n.name} is recursive: the grammar's plans are unbounded")
+            active.add(n.name)
+            memo[n.name] = longest(g.rules[n.name])
+            active.discard(n.name)
+            return memo[n.name]
+        if isinstance(n, Seq):
+            return sum(longest(x) for x in n.items)
+        if isinstance(n, Alt):
+            return max(longest(x) for x in n.items)
+        if isinstance(n, Rep):
+            if n.max is None:
+                raise ValueError("an unbounded repetition: the grammar's plans are unbounded")
+            return n.max * longest(n.item)
+        raise TypeError(n)
+
+    return longest(Ref("root"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -979,19 +1046,24 @@ class Derivatives:
 #: Resume grammar texts kept per :class:`Derivatives` (states seen most recently win).
 EBNF_CACHE_MAX = 512
 
-_DERIVATIVES: dict[tuple[str, str, SkillSet], Derivatives] = {}
+_DERIVATIVES: dict[tuple, Derivatives] = {}
 
 
-def derivatives_for(skill_set: SkillSet | str, robot_kind: str | None = None) -> Derivatives:
-    """The shared :class:`Derivatives` of a skill set's plan grammar (one per skill set and
-    language; ``skill_set`` may be an id of ``DEFAULT_SKILL_SETS``)."""
+def derivatives_for(skill_set: SkillSet | str, robot_kind: str | None = None, *,
+                    limits: PlanLimits | None = None, objects: Iterable[str] = ()) -> Derivatives:
+    """The shared :class:`Derivatives` of a skill set's plan grammar (one per skill set, language,
+    limits and known objects; ``skill_set`` may be an id of ``DEFAULT_SKILL_SETS``)."""
     if isinstance(skill_set, str):
         from .core.skills import DEFAULT_SKILL_SETS
 
         skill_set = DEFAULT_SKILL_SETS[skill_set]
     lang = language_for(robot_kind, skill_set) if robot_kind else language_of(skill_set)
-    key = (lang, skill_set.id, skill_set)
+    names = object_names(objects)
+    key = (lang, skill_set.id, skill_set, limits, names)
     d = _DERIVATIVES.get(key)
     if d is None:
-        d = _DERIVATIVES[key] = Derivatives(build_plan_grammar(skill_set, language=lang))
+        if len(_DERIVATIVES) > 64:
+            _DERIVATIVES.pop(next(iter(_DERIVATIVES)))
+        d = _DERIVATIVES[key] = Derivatives(build_plan_grammar(skill_set, language=lang, limits=limits,
+                                                               objects=names))
     return d

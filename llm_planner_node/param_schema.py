@@ -80,7 +80,8 @@ _TUF_DESCRIPTIONS = {"ert_s": "expected response time of the TUF preset (seconds
                      "alpha": "utility slope after the ERT (<= 0)", "beta": "utility before the ERT (> 0)"}
 _ROBOT_DESCRIPTIONS = {"kind": "robot kind", "skill_set": "skill set the planner plans with for this robot",
                        "adapter": "how the robot is reached (see README 'Configure')",
-                       "host": "address of real hardware (tello, indy adapters)"}
+                       "host": "address of real hardware (tello, indy adapters)",
+                       "objects": "objects the robot knows (named in the prompt; the only object arguments its grammar admits)"}
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,11 @@ def _planner_fields(pp: PlannerParams):
             for ef in fields(EngineParams):
                 name = f"engine.{ef.name}"
                 yield name, ef, getattr(pp.engine, ef.name), _DESCRIPTIONS.get(name, name)
+        elif f.name in ("plan_limits", "sampling"):
+            for lang, settings in getattr(pp, f.name).items():
+                for sf in fields(settings):
+                    yield (f"{f.name}.{lang}.{sf.name}", sf, getattr(settings, sf.name),
+                           f"{f.name.replace('_', ' ')} of the {lang} plan language: {sf.name}")
         elif f.name == "tuf_presets":
             for preset, tuf in pp.tuf_presets.items():
                 for tf in fields(TufParams):
@@ -269,9 +275,9 @@ def from_flat(flat: Mapping[str, Any]) -> FleetParams:
             security[parts[1]] = value
         elif parts[0] in ("engine", "batching") and len(parts) == 2:
             planner.setdefault(parts[0], {})[parts[1]] = value
-        elif parts[0] == "tuf_presets" and len(parts) == 3:
-            planner.setdefault("tuf_presets", {}).setdefault(parts[1], {})[parts[2]] = value
-        elif len(parts) == 1 and name not in ("engine", "batching", "tuf_presets"):
+        elif parts[0] in ("tuf_presets", "plan_limits", "sampling") and len(parts) == 3:
+            planner.setdefault(parts[0], {}).setdefault(parts[1], {})[parts[2]] = value
+        elif len(parts) == 1 and name not in ("engine", "batching", "tuf_presets", "plan_limits", "sampling"):
             planner[name] = value
         else:
             raise ParamError(f"'{name}' is not a parameter")

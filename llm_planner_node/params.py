@@ -28,6 +28,8 @@ from typing import Any
 import yaml
 
 from .core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ROBOT_KINDS
+from .core.plan_limits import DEFAULT_PLAN_LIMITS, PlanLimits
+from .core.sampling import DEFAULT_SAMPLING, Sampling
 
 DEFAULT_PARAMS = Path(__file__).resolve().parents[1] / "config" / "fleet.yaml"
 
@@ -118,6 +120,9 @@ class RobotParams:
     skill_set: str
     adapter: str = "sim"
     host: str = ""
+    #: objects the robot knows about (its scene, an arm's workspace): named in the prompt of an
+    #: instruct model, and the only names its plan grammar admits as object arguments
+    objects: tuple[str, ...] = ()
 
 
 DEFAULT_TUF_PRESETS = {"normal": TufParams(1.0, -2.0, 1.0), "urgent": TufParams(0.2, -6.67, 2.0)}  # TimelyLLM 5.1
@@ -140,6 +145,10 @@ class PlannerParams:
     admission: str = "improved"
     #: goals that can no longer earn utility > 0: keep (the policy's order), last, or shed (end SHED)
     hopeless: str = "keep"
+    #: bounds of each plan language's grammar (core/plan_limits.py), keyed minispec / arm / chat
+    plan_limits: dict[str, PlanLimits] = field(default_factory=lambda: dict(DEFAULT_PLAN_LIMITS))
+    #: decoding of each plan language (core/sampling.py): plans greedy, chat configurable
+    sampling: dict[str, Sampling] = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
 
 
 CONSTRAINED_DECODING = ("grammar", "off")
@@ -150,8 +159,10 @@ HOPELESS_RULES = ("keep", "last", "shed")  # core/batching.py HOPELESS_MODES
 _PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_presets",
                      "batching_mode": "planner.batching.mode", "max_batch": "planner.batching.max_batch"}
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
-                      "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless")
-_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host")
+                      "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
+                      "plan_limits", "sampling")
+_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects")
+PLAN_LANGUAGES = ("minispec", "arm", "chat")
 _BATCHING_KEYS = ("mode", "max_batch")
 
 
@@ -310,6 +321,19 @@ def _mapping(value: Any, where: str, what: str) -> dict[str, Any]:
     return value
 
 
+def _per_language(value: Any, where: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """``planner.plan_limits`` / ``planner.sampling``: per plan language, overrides of the defaults."""
+    out = dict(defaults)
+    for lang, over in _mapping(value, where, "minispec, arm, chat").items():
+        if lang not in PLAN_LANGUAGES:
+            raise _unknown(where, lang, PLAN_LANGUAGES)
+        try:
+            out[lang] = defaults[lang].merged(_mapping(over, f"{where}.{lang}", "settings"))
+        except (TypeError, ValueError) as e:
+            raise ParamError(f"{where}.{lang}: {e}") from None
+    return out
+
+
 def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> FleetParams:
     """Validate a parsed YAML document; raise ParamError naming the offending key."""
     if not isinstance(data, dict):
@@ -350,6 +374,8 @@ def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> Fl
     if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
         raise ParamError(f"planner.batching.max_batch must be an integer >= 1, got {max_batch!r}")
     tufs_raw = raw.pop("tuf_presets", None)
+    limits = _per_language(raw.pop("plan_limits", None), "planner.plan_limits", DEFAULT_PLAN_LIMITS)
+    sampling = _per_language(raw.pop("sampling", None), "planner.sampling", DEFAULT_SAMPLING)
     planner_kw = _take(raw, "planner", PlannerParams)
     presets = dict(DEFAULT_TUF_PRESETS)
     if tufs_raw is not None:
@@ -366,7 +392,7 @@ def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> Fl
                 raise ParamError(f"{where} is missing {', '.join(sorted(missing))}")
             presets[str(name)] = TufParams(**kw).check(where)
     planner = PlannerParams(engine=engine, batching_mode=mode, max_batch=max_batch, tuf_presets=presets,
-                            **planner_kw)
+                            plan_limits=limits, sampling=sampling, **planner_kw)
     if planner.constrained_decoding not in CONSTRAINED_DECODING:
         raise ParamError(f"planner.constrained_decoding must be one of {', '.join(CONSTRAINED_DECODING)}, "
                          f"got {planner.constrained_decoding!r}")
@@ -406,7 +432,12 @@ def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> Fl
         host = str(r.get("host", ""))
         if adapter in ("tello", "indy") and not host:
             raise ParamError(f"{where}: adapter '{adapter}' needs the robot's 'host' address")
-        robots.append(RobotParams(rid, kind, skill_set, adapter, host))
+        objects = r.get("objects") or []
+        if not isinstance(objects, list) or not all(isinstance(o, str) and o.strip() for o in objects):
+            raise ParamError(f"{where}.objects must be a list of object names, e.g. [apple, basket], got {objects!r}")
+        if len(objects) > 200 or any(len(o) > 64 for o in objects):
+            raise ParamError(f"{where}.objects: at most 200 names of at most 64 characters each")
+        robots.append(RobotParams(rid, kind, skill_set, adapter, host, tuple(o.strip() for o in objects)))
     return FleetParams(planner=planner, robots=tuple(robots), security=security)
 
 

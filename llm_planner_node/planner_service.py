@@ -36,6 +36,7 @@ from .core.task_model import EndKind, GenState, Goal, Request, Segment
 from .core.tuf import TUFParams
 from .delivery import SegmentDelivery
 from .engines.factory import predictor_for, prompt_builder_for
+from .grammar import build_plan_grammar, language_for, longest_plan_chars
 from .params import FleetParams
 
 # RobotStatus.STATE_* (the adapters' states)
@@ -173,6 +174,7 @@ class PlannerService:
             raise ValueError("PlannerService needs an engine or an engine_factory")
         pp = params.planner
         self._prompt_builder = prompt_builder or prompt_builder_for(pp.engine)
+        self._max_tokens_of: dict[str, int] = {}
         policy = get_policy(pp.policy, max_batch=pp.max_batch if pp.batching_mode == "fixed" else None,
                             admission=make_admission(pp.admission, **({"hopeless": pp.hopeless}
                                                                        if pp.hopeless != "keep" else {})))
@@ -295,6 +297,23 @@ class PlannerService:
         self._post(apply)
 
     # -- goals (any thread) ----------------------------------------------------------------------
+    def _default_max_tokens(self, robot: Any) -> int:
+        """A goal's max_tokens when it sets none: ``planner.max_tokens``, raised under the plan
+        grammar to the longest plan the robot's grammar admits (+ the end of sequence), so every
+        plan a model can write under it ends before max_tokens (plans are ASCII: bytes bound
+        tokens). Computed once per robot."""
+        pp = self.params.planner
+        n = self._max_tokens_of.get(robot.id)
+        if n is None:
+            n = pp.max_tokens
+            if pp.constrained_decoding == "grammar" and pp.engine.kind != "sim":
+                ss = DEFAULT_SKILL_SETS[robot.skill_set]
+                lang = language_for(robot.kind, ss)
+                g = build_plan_grammar(ss, language=lang, limits=pp.plan_limits.get(lang), objects=robot.objects)
+                n = max(n, longest_plan_chars(g) + 1)
+            self._max_tokens_of[robot.id] = n
+        return n
+
     def validate(self, g: GoalIn) -> str | None:
         """Why a goal cannot be served, or None if it is fine."""
         pp = self.params.planner
@@ -354,14 +373,16 @@ class PlannerService:
         robot = self.params.robot(g.robot_id)
         assert robot is not None
         try:
-            prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set)
+            prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set, objects=robot.objects)
         except ValueError as e:
             return str(e)
         pp = self.params.planner
+        lang = language_for(robot.kind, DEFAULT_SKILL_SETS[robot.skill_set])
         goal = Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
                     prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
-                    max_tokens=int(g.max_tokens or pp.max_tokens), skill_set_id=robot.skill_set,
-                    instruction=g.instruction.strip())
+                    max_tokens=int(g.max_tokens or self._default_max_tokens(robot)), skill_set_id=robot.skill_set,
+                    instruction=g.instruction.strip(), objects=robot.objects,
+                    plan_limits=pp.plan_limits.get(lang), sampling=pp.sampling.get(lang))
         with self._pending_lock:
             if self._pending_goals >= PENDING_GOALS_MAX:
                 return (f"planner overloaded: {self._pending_goals} goals in flight (limit {PENDING_GOALS_MAX}); "

@@ -47,9 +47,10 @@ class Fleet:
     simulators: list[Any] = field(default_factory=list)
 
 
-def workspace_scene() -> Any:
+def workspace_scene(extra: tuple[str, ...] = ()) -> Any:
     """A desk scene for simulated arms: every object an arm plan of the planner corpus or of the
-    LRTrace library names, on a grid inside the Indy7's reach, so generated plans find them."""
+    LRTrace library names, and the robot's own ``objects`` (``extra``), on a grid inside the
+    Indy7's reach, so generated plans find them."""
     from robot_adapters.scene import Scene, SceneObject
 
     from .core.skills import INDY7_ARM
@@ -59,7 +60,9 @@ def workspace_scene() -> Any:
 
     plans = [e.plan for e in generate_corpus() if e.robot_kind == "arm"]
     plans += ["".join(seg.text for seg in t.prompt.segments) for t in TRACES.values() if t.robot_kind == "arm"]
-    names: set[str] = set()
+    from .grammar import object_names
+
+    names: set[str] = set(object_names(extra))
     for plan in plans:
         for call in parse_arm_plan(plan, INDY7_ARM):
             names.update(a for a in call.args if isinstance(a, str))
@@ -117,7 +120,7 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
             from robot_adapters.indy_sim import FakeIndy
 
             host = robot.host or f"127.0.0.{10 + index}"
-            scene = workspace_scene()
+            scene = workspace_scene(robot.objects)
             try:
                 fake = FakeIndy(host, time_scale=time_scale, scene=scene).start()
             except OSError as e:  # most often: another `up` or `demo` of this fleet still runs here
@@ -292,6 +295,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="engine remote: base URL of a `vllm serve` server (`timely-fleet serve-engine` prints "
                              "it); repeat for several servers; replaces planner.engine.servers (implies --engine "
                              "remote when --engine is not given)")
+    add_model_argument(parser)
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="simulated robots' time runs at this factor of real time (0.02 = 50x faster); the "
                              "planner predicts their actions in the same compressed time")
@@ -309,12 +313,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_log_level_argument(parser)
 
 
+def add_model_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", metavar="NAME|PATH", default=None,
+                        help="override planner.engine.model: a name of `timely-fleet models` (prepared on first "
+                             "use, with its engine defaults such as max_model_len where the YAML keeps the "
+                             "default), a .gguf file or a Hugging Face model directory")
+
+
 def load_with_overrides(args: argparse.Namespace) -> FleetParams:
     from dataclasses import replace
 
     from .core.policies import policy_names
+    from .models import ModelError, engine_for_model
 
-    params = load_params(args.params, tuple(policy_names()))
+    model = getattr(args, "model", None)
+    params = load_params(args.params, tuple(policy_names()), check=False)
+    try:  # --model, or a registry name / .gguf file in the YAML: its prepared directory and engine defaults
+        params = replace(params, planner=replace(params.planner,
+                                                 engine=engine_for_model(params.planner.engine, model)))
+    except ModelError as e:
+        raise ParamError(str(e)) from None
+    try:
+        params.check()
+    except ParamError as e:
+        raise ParamError(str(e) if model else f"{args.params}: {e}") from None
     kind, servers = getattr(args, "engine", None), getattr(args, "server", None)
     if servers:
         if kind not in (None, "remote"):

@@ -12,7 +12,7 @@ from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.engines.factory import prompt_builder_for, vllm_prompt_builder
 from llm_planner_node.params import EngineParams
 from llm_planner_node.planner_model import DEFAULT_MODEL_PATH
-from llm_planner_node.planner_model.prompt import (build_chat_prompt_ids, build_prompt, chat_messages,
+from llm_planner_node.planner_model.prompt import (PromptOptions, build_chat_prompt_ids, build_prompt, chat_messages,
                                                    has_chat_template)
 
 TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
@@ -34,14 +34,25 @@ def chat_model_dir(tmp_path_factory):
 
 def test_messages_carry_skills_rules_examples_and_the_instruction():
     ss = DEFAULT_SKILL_SETS["tello_minispec"]
-    system, user = chat_messages("  fly up   50 cm ", "drone", ss)
+    msgs = chat_messages("  fly up   50 cm ", "drone", ss)
+    system, user = msgs[0], msgs[-1]
     assert system["role"] == "system" and user == {"role": "user", "content": "fly up 50 cm"}
-    for needle in ("Skills: ", "mf(distance)", "Rules: ", "Task: find the bottle", "Plan: mu,50;tc,180;"):
+    # every skill by its full name, typed arguments with units and safe ranges, a description
+    for needle in ("- move_up(distance: 20-500 cm): fly up", "- turn_ccw(degrees: 1-360 degrees)",
+                   "- take_picture(): take a photo", "1 m = 100 cm"):
         assert needle in system["content"], needle
-    # the same system message for every goal of a skill set (prefix cache)
-    assert chat_messages("land", "drone", ss)[0] == system
-    arm = chat_messages("clean the desk", "arm", DEFAULT_SKILL_SETS["indy7_arm"])[0]["content"]
-    assert "pick(object)" in arm and "home();" in arm
+    # four retrieved examples as user/assistant turns between the system message and the goal
+    roles = [m["role"] for m in msgs]
+    assert roles == ["system"] + ["user", "assistant"] * 4 + ["user"]
+    assert ("user", "descend 40 cm") not in [(m["role"], m["content"]) for m in msgs[:1]]
+    # the same system message for every goal of a robot (prefix cache); the examples differ
+    land = chat_messages("land", "drone", ss)
+    assert land[0] == system and land[-2] == {"role": "assistant", "content": "land();"}
+    arm = chat_messages("clean the desk", "arm", DEFAULT_SKILL_SETS["indy7_arm"], objects=["Red box", "cup"])
+    assert "- pick(object): grasp an object" in arm[0]["content"]
+    assert "Known objects: cup, red_box." in arm[0]["content"]
+    off = chat_messages("land", "drone", ss, options=PromptOptions(descriptions=False, examples=0))
+    assert len(off) == 2 and "- move_up(distance)\n" in off[0]["content"]
 
 
 def test_chat_template_prompt_is_token_ids_of_the_rendered_template(chat_model_dir):
@@ -53,7 +64,7 @@ def test_chat_template_prompt_is_token_ids_of_the_rendered_template(chat_model_d
     assert all(isinstance(t, int) for t in ids)
     text = tok.decode(ids)
     assert text.startswith("<|system|>") and text.rstrip().endswith("<|assistant|>")
-    assert "<|user|>\nfind the cat" in text and "Skills: " in text
+    assert "<|user|>\nfind the cat" in text and "Skills:\n- takeoff()" in text
 
 
 def test_prompt_builder_uses_the_chat_template_of_an_hf_model(chat_model_dir):

@@ -60,6 +60,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, Union
 
+from .plan_limits import PlanLimits
+from .sampling import Sampling
 from .skills import SkillCall
 
 
@@ -84,6 +86,10 @@ class GenerationSpec:
     suspend_at_segments: bool
     priority: int = 0
     suspend_when: Callable[[int, Sequence[SkillCall]], bool] | None = None
+    #: the goal's known objects, plan bounds and decoding (Goal's fields of the same names)
+    objects: tuple[str, ...] = ()
+    plan_limits: PlanLimits | None = None
+    sampling: Sampling | None = None
 
     def suspend_wanted(self, calls: Sequence[SkillCall]) -> bool:
         """Whether the boundary after a segment of ``calls``, reached now, suspends this

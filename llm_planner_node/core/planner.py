@@ -336,7 +336,8 @@ class Planner:
                 g = req.goal
                 self.engine.add(GenerationSpec(gid, g.prompt, g.max_tokens, g.robot_kind,
                                                g.skill_set_id, suspends, rank,
-                                               suspend_when=self._suspend_gate))
+                                               suspend_when=self._suspend_gate, objects=g.objects,
+                                               plan_limits=g.plan_limits, sampling=g.sampling))
             else:
                 self.engine.resume(gid, rank)
                 self._pinned.discard(gid)

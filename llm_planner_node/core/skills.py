@@ -31,6 +31,15 @@ class ArgSpec:
     max: float | None = None
     choices: tuple[str, ...] | None = None
     optional: bool = False
+    unit: str = ""
+
+    #: Argument names that name a thing in the robot's scene: with a list of known objects, the
+    #: plan grammar admits only those names there (``llm_planner_node/grammar.py``).
+    OBJECT_ARGS = ("object", "target")
+
+    @property
+    def is_object(self) -> bool:
+        return self.type == "str" and self.choices is None and self.name in self.OBJECT_ARGS
 
     def coerce(self, skill: str, value: Any) -> Any:
         """Return ``value`` converted to this argument's type, or raise SkillError."""
@@ -184,31 +193,31 @@ TELLO_MINISPEC = SkillSet(
     skills=(
         SkillSpec("takeoff", alias="to", description="take off and hover"),
         SkillSpec("land", alias="lnd", description="land"),
-        SkillSpec("move_forward", (_a("distance", "int", 20, 500),), alias="mf"),
-        SkillSpec("move_backward", (_a("distance", "int", 20, 500),), alias="mb"),
-        SkillSpec("move_left", (_a("distance", "int", 20, 500),), alias="ml"),
-        SkillSpec("move_right", (_a("distance", "int", 20, 500),), alias="mr"),
-        SkillSpec("move_up", (_a("distance", "int", 20, 500),), alias="mu"),
-        SkillSpec("move_down", (_a("distance", "int", 20, 500),), alias="md"),
-        SkillSpec("turn_cw", (_a("degrees", "int", 1, 360),), alias="tc"),
-        SkillSpec("turn_ccw", (_a("degrees", "int", 1, 360),), alias="tu"),
-        SkillSpec("delay", (_a("milliseconds", "int", 0, 10000),), alias="d", kind="control"),
+        SkillSpec("move_forward", (_a("distance", "int", 20, 500, unit="cm"),), alias="mf", description="fly forward"),
+        SkillSpec("move_backward", (_a("distance", "int", 20, 500, unit="cm"),), alias="mb", description="fly backward"),
+        SkillSpec("move_left", (_a("distance", "int", 20, 500, unit="cm"),), alias="ml", description="fly to the left"),
+        SkillSpec("move_right", (_a("distance", "int", 20, 500, unit="cm"),), alias="mr", description="fly to the right"),
+        SkillSpec("move_up", (_a("distance", "int", 20, 500, unit="cm"),), alias="mu", description="fly up (climb, rise)"),
+        SkillSpec("move_down", (_a("distance", "int", 20, 500, unit="cm"),), alias="md", description="fly down (descend)"),
+        SkillSpec("turn_cw", (_a("degrees", "int", 1, 360, unit="degrees"),), alias="tc", description="turn clockwise (to the right)"),
+        SkillSpec("turn_ccw", (_a("degrees", "int", 1, 360, unit="degrees"),), alias="tu", description="turn counter-clockwise (to the left)"),
+        SkillSpec("delay", (_a("milliseconds", "int", 0, 10000, unit="ms"),), alias="d", kind="control", description="wait (hover in place)"),
         SkillSpec("scan", (_a("object", "str"),), alias="s", returns="bool",
                   description="rotate until the object is visible; scene-dependent duration"),
-        SkillSpec("scan_abstract", (_a("question", "str"),), alias="sa", returns="str"),
-        SkillSpec("orienting", (_a("object", "str"),), alias="o", returns="bool"),
+        SkillSpec("scan_abstract", (_a("question", "str"),), alias="sa", returns="str", description="rotate until something matching a description is visible; returns its name"),
+        SkillSpec("orienting", (_a("object", "str"),), alias="o", returns="bool", description="turn to face the object"),
         SkillSpec("approach", alias="a", description="fly ~1 m towards the object in view"),
-        SkillSpec("goto", (_a("object", "str"),), alias="g", returns="bool"),
-        SkillSpec("is_visible", (_a("object", "str"),), alias="iv", kind="perception", returns="bool"),
-        SkillSpec("object_x", (_a("object", "str"),), alias="ox", kind="perception", returns="float"),
-        SkillSpec("object_y", (_a("object", "str"),), alias="oy", kind="perception", returns="float"),
-        SkillSpec("object_width", (_a("object", "str"),), alias="ow", kind="perception", returns="float"),
-        SkillSpec("object_height", (_a("object", "str"),), alias="oh", kind="perception", returns="float"),
-        SkillSpec("object_dis", (_a("object", "str"),), alias="od", kind="perception", returns="float"),
-        SkillSpec("probe", (_a("question", "str"),), alias="p", kind="perception", returns="str"),
-        SkillSpec("take_picture", alias="tp"),
-        SkillSpec("log", (_a("text", "str"),), alias="l", kind="control"),
-        SkillSpec("re_plan", alias="rp", kind="control"),
+        SkillSpec("goto", (_a("object", "str"),), alias="g", returns="bool", description="fly to the object"),
+        SkillSpec("is_visible", (_a("object", "str"),), alias="iv", kind="perception", returns="bool", description="whether the object is in view now"),
+        SkillSpec("object_x", (_a("object", "str"),), alias="ox", kind="perception", returns="float", description="horizontal position of the object in view (0-1)"),
+        SkillSpec("object_y", (_a("object", "str"),), alias="oy", kind="perception", returns="float", description="vertical position of the object in view (0-1)"),
+        SkillSpec("object_width", (_a("object", "str"),), alias="ow", kind="perception", returns="float", description="width of the object in view (0-1)"),
+        SkillSpec("object_height", (_a("object", "str"),), alias="oh", kind="perception", returns="float", description="height of the object in view (0-1)"),
+        SkillSpec("object_dis", (_a("object", "str"),), alias="od", kind="perception", returns="float", description="distance to the object in cm"),
+        SkillSpec("probe", (_a("question", "str"),), alias="p", kind="perception", returns="str", description="answer a question about the view"),
+        SkillSpec("take_picture", alias="tp", description="take a photo"),
+        SkillSpec("log", (_a("text", "str"),), alias="l", kind="control", description="write a message to the operator"),
+        SkillSpec("re_plan", alias="rp", kind="control", description="ask for a new plan"),
     ),
 )
 
@@ -220,19 +229,21 @@ INDY7_ARM = SkillSet(
     description="Neuromeka Indy7-class arm pick-and-place skills",
     skills=(
         SkillSpec("home", description="move to the home joint configuration"),
-        SkillSpec("move_to", (_a("x", "float", -700, 700), _a("y", "float", -700, 700),
-                              _a("z", "float", 50, 800), _a("yaw", "float", -180, 180, optional=True)),
+        SkillSpec("move_to", (_a("x", "float", -700, 700, unit="mm"), _a("y", "float", -700, 700, unit="mm"),
+                              _a("z", "float", 50, 800, unit="mm"),
+                              _a("yaw", "float", -180, 180, optional=True, unit="degrees")),
                   description="linear move of the tool to a pose (mm, degrees)"),
         SkillSpec("pick", (_a("object", "str"),), description="grasp an object"),
         SkillSpec("place", (_a("object", "str"), _a("target", "str")),
                   description="put the held object on/in a target"),
-        SkillSpec("push", (_a("object", "str"), _a("distance", "float", 10, 300)),
+        SkillSpec("push", (_a("object", "str"), _a("distance", "float", 10, 300, unit="mm")),
                   description="push an object by a distance in mm"),
-        SkillSpec("open_gripper"),
-        SkillSpec("close_gripper"),
+        SkillSpec("open_gripper", description="open the gripper (release)"),
+        SkillSpec("close_gripper", description="close the gripper (grasp)"),
         SkillSpec("wipe", (_a("area", "str"),), description="wipe a named area of the desk"),
-        SkillSpec("look", (_a("object", "str"),), kind="perception", returns="bool"),
-        SkillSpec("wait", (_a("seconds", "float", 0, 30),), kind="control"),
+        SkillSpec("look", (_a("object", "str"),), kind="perception", returns="bool",
+                  description="find the object with the camera; returns whether it is seen"),
+        SkillSpec("wait", (_a("seconds", "float", 0, 30, unit="s"),), kind="control", description="wait"),
     ),
 )
 

@@ -21,6 +21,8 @@ import enum
 from collections import deque
 from dataclasses import dataclass, field
 
+from .plan_limits import PlanLimits
+from .sampling import Sampling
 from .skills import SkillCall
 from .tuf import TUFParams
 
@@ -94,6 +96,11 @@ class Goal:
     max_tokens: int = 256
     skill_set_id: str | None = None
     instruction: str = ""
+    #: objects the robot knows (its plan grammar's only object arguments when given)
+    objects: tuple[str, ...] = ()
+    #: the plan language's bounds and decoding (None: the language's defaults)
+    plan_limits: PlanLimits | None = None
+    sampling: Sampling | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens <= 0:

@@ -133,7 +133,7 @@ def sim_no_plan_message(instruction: str, robot_kind: str) -> str:
             f"it plans: {listed}{more} (README: What the shipped planner knows)")
 
 
-def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str) -> object:
+def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
     """The simulated plan for a goal, only for an instruction the shipped planner knows
     (:func:`llm_planner_node.planner_model.known.find_known`; case, punctuation and whitespace do
     not matter):
@@ -222,34 +222,38 @@ def engine_factory(params: EngineParams | PlannerParams, clock: Clock, *,
     raise ValueError(f"unknown engine kind {params.kind!r} (vllm, remote or sim)")
 
 
-def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str) -> object:
-    """The planner model's prompt for a goal (skill set + guidance + examples + task)."""
+def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
+    """The shipped planner model's prompt for a goal (skill set + guidance + examples + task; it
+    was trained without object lists)."""
     from ..core.skills import DEFAULT_SKILL_SETS
     from ..planner_model.prompt import build_prompt
 
     return build_prompt(instruction, robot_kind, DEFAULT_SKILL_SETS[skill_set_id])
 
 
-def chat_template_prompt_builder(model_path: str) -> Callable[[str, str, str], object] | None:
+def chat_template_prompt_builder(model_path: str, options: Any = None) -> Callable[..., object] | None:
     """For a Hugging Face model whose tokenizer has a chat template: a builder that renders the
-    goal as chat messages (system: skills, rules, examples; user: the instruction) to token ids
-    with that template. None if the tokenizer has no chat template."""
+    goal as chat messages (system: skills, rules, known objects; retrieved examples; user: the
+    instruction; ``planner_model/prompt.py``) to token ids with that template. None if the
+    tokenizer has no chat template. ``options``: a :class:`~..planner_model.prompt.PromptOptions`."""
     from transformers import AutoTokenizer
 
     from ..core.skills import DEFAULT_SKILL_SETS
-    from ..planner_model.prompt import build_chat_prompt_ids, has_chat_template
+    from ..planner_model.prompt import PromptOptions, build_chat_prompt_ids, has_chat_template
 
+    options = options or PromptOptions()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if not has_chat_template(tokenizer):
         return None
-    cache: dict[tuple[str, str, str], tuple[int, ...]] = {}
+    cache: dict[tuple[str, str, str, tuple[str, ...]], tuple[int, ...]] = {}
 
-    def build(instruction: str, robot_kind: str, skill_set_id: str) -> object:
-        key = (instruction, robot_kind, skill_set_id)
+    def build(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
+        key = (instruction, robot_kind, skill_set_id, tuple(objects))
         ids = cache.get(key)
         if ids is None:
             ids = cache[key] = tuple(build_chat_prompt_ids(tokenizer, instruction, robot_kind,
-                                                           DEFAULT_SKILL_SETS[skill_set_id]))
+                                                           DEFAULT_SKILL_SETS[skill_set_id], objects=tuple(objects),
+                                                           options=options))
             while len(cache) > 256:
                 cache.pop(next(iter(cache)))
         return list(ids)
@@ -257,7 +261,7 @@ def chat_template_prompt_builder(model_path: str) -> Callable[[str, str, str], o
     return build
 
 
-def prompt_builder_for(params: EngineParams) -> Callable[[str, str, str], object]:
+def prompt_builder_for(params: EngineParams) -> Callable[..., object]:
     """How the node turns a goal into the engine's prompt: the simulated plan (sim), the shipped
     planner's own format (embedded model, or a model without a chat template), or the model's
     chat template (instruct models)."""
@@ -266,7 +270,9 @@ def prompt_builder_for(params: EngineParams) -> Callable[[str, str, str], object
     if params.model != "embedded":
         from .vllm_engine import resolve_model_path
 
-        chat = chat_template_prompt_builder(resolve_model_path(params.model))
+        from ..planner_model.prompt import prompt_options_for
+
+        chat = chat_template_prompt_builder(resolve_model_path(params.model), prompt_options_for(params.model))
         if chat is not None:
             return chat
     return vllm_prompt_builder

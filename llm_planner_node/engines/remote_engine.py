@@ -72,7 +72,7 @@ from ..core.engine_api import FailedEvent, GenerationSpec
 from ..grammar import Derivatives
 from ..params import EngineParams
 from .vllm_engine import (SegmenterFactory, VllmEngine, _cancel_other_tasks, _Gen, default_grammar_factory,
-                          default_segmenter_factory)
+                          default_segmenter_factory, sampling_kwargs)
 
 log = logging.getLogger(__name__)
 
@@ -513,6 +513,7 @@ class RemoteEngine(VllmEngine):
             # greedy, and nothing from the server's generation_config changes the tokens
             "temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0,
             "presence_penalty": 0.0, "frequency_penalty": 0.0,
+            **sampling_kwargs(gen.spec, self.params.seed),  # the goal's plan language's own settings
             "request_id": f"g{gen.spec.gen_id}-a{gen.attempt}",
         }
         if server.priority_ok and gen.priority:

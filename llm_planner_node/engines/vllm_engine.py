@@ -82,13 +82,32 @@ def default_segmenter_factory(spec: GenerationSpec) -> Segmenter:
 
 
 def default_grammar_factory(spec: GenerationSpec) -> Derivatives:
-    """The plan grammar of the goal's skill set, in the language of its robot kind."""
-    return derivatives_for(spec.skill_set_id, spec.robot_kind)
+    """The plan grammar of the goal's skill set, in the language of its robot kind, bounded by the
+    goal's plan limits and, when the robot lists them, admitting only its known objects."""
+    return derivatives_for(spec.skill_set_id, spec.robot_kind, limits=spec.plan_limits, objects=spec.objects)
+
+
+def sampling_kwargs(spec: GenerationSpec, seed: int) -> dict[str, Any]:
+    """vLLM sampling settings of a goal (core/sampling.py; greedy when the goal sets none); a
+    sampling (temperature > 0) request is seeded, so the same prompt gives the same answer."""
+    s = spec.sampling
+    if s is None:
+        return {"temperature": 0.0}
+    out: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p, "repetition_penalty": s.repetition_penalty}
+    if s.temperature > 0:
+        out["seed"] = seed
+    return out
 
 
 def resolve_model_path(model: str) -> str:
-    """``embedded`` -> the shipped planner model; anything else is passed to vLLM as is."""
-    return str(EMBEDDED_MODEL) if model == "embedded" else model
+    """``embedded`` -> the shipped planner model; a registry name (``timely-fleet models``) or a
+    ``.gguf`` file -> its prepared directory (prepared on first use); a Hugging Face directory ->
+    itself (:func:`llm_planner_node.models.resolve_model`)."""
+    if model == "embedded":
+        return str(EMBEDDED_MODEL)
+    from ..models import resolve_model
+
+    return resolve_model(model)
 
 
 #: Grammar texts remembered as valid by :func:`memoize_grammar_validation` (a few per skill set).
@@ -516,7 +535,8 @@ class VllmEngine:
         context = gen.prompt_ids + gen.kept
         remaining = gen.spec.max_tokens - len(gen.kept)
         request_id = self._request_id(gen)
-        params = SamplingParams(temperature=0.0, max_tokens=max(1, remaining), detokenize=False,
+        params = SamplingParams(**sampling_kwargs(gen.spec, self.params.seed), max_tokens=max(1, remaining),
+                                detokenize=False,
                                 stop_token_ids=self.eos_ids, skip_reading_prefix_cache=gen.recompute,
                                 structured_outputs=self._structured_outputs(gen))
         gen.recompute = False

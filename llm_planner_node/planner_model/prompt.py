@@ -13,21 +13,28 @@ share it byte for byte and the engine's prefix cache serves it. The model writes
 "Plan:" (a leading space, then the plan) and ends it with EOS. Prompts are ~150-250 tokens with
 the embedded tokenizer.
 
-Instruct models (a Hugging Face model whose tokenizer has a chat template) get the same content
-as chat messages (:func:`chat_messages`): a system message with the header, the skill list, the
-rules and the worked examples, and a user message with the instruction;
+Instruct models (a Hugging Face model whose tokenizer has a chat template) get chat messages
+(:func:`chat_messages`, TypeFly's planning prompt in spirit): a system message naming every skill
+with its full name, typed arguments with units and safe ranges and a one-line description, the
+objects the robot knows (when its YAML entry lists them) and the rules; then worked examples
+retrieved for the instruction (:mod:`.examples`) as user/assistant turns; then the instruction.
 :func:`build_chat_prompt_ids` renders them with the model's own template (generation prompt
 added) to token ids, which the engine uses as they are. The system message is the same for
-every goal of a skill set, so the prefix cache still serves it. The shipped model has no chat
-template and keeps its own format. The plan grammar (vLLM structured outputs) makes the
-answer a plan of the skill set whatever the model would rather write.
+every goal of a robot, so the prefix cache serves it. :class:`PromptOptions` switches each part
+off (the ablation of ``timely-fleet bench plans``). The shipped model has no chat template and
+keeps its own format. The plan grammar (vLLM structured outputs) makes the answer a bounded plan
+of the skill set whatever the model would rather write.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Sequence
 
-from ..core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillSet
+from ..core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ArgSpec, SkillSet
+from ..grammar import object_names
+from .examples import retrieve
 
 PLAN_MARKER = "Plan:"
 
@@ -105,32 +112,109 @@ def has_chat_template(tokenizer: object) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
-def system_message(robot_kind: str = "drone", skill_set: SkillSet | None = None) -> str:
-    """The system message for an instruct model: header, skills, rules and worked examples."""
+@dataclass(frozen=True)
+class PromptOptions:
+    """What an instruct model's prompt carries (each part can be switched off for the ablation in
+    ``timely-fleet bench plans``): skill descriptions with units and ranges, the robot's known
+    objects, and ``examples`` worked examples retrieved for the instruction."""
+
+    descriptions: bool = True
+    objects: bool = True
+    examples: int = 4
+
+
+#: Prompt parts per named model: the planner model was adapted to plans without worked examples
+#: (its prompt is shorter; ``planner_model/train_lora.py`` trains with exactly these options).
+MODEL_PROMPT_OPTIONS: dict[str, PromptOptions] = {"smollm2-135m-planner": PromptOptions(examples=0)}
+
+
+def prompt_options_for(model: str) -> PromptOptions:
+    """The prompt parts a model is prompted with (the defaults unless it was trained otherwise)."""
+    return MODEL_PROMPT_OPTIONS.get(model, PromptOptions())
+
+
+_INSTRUCT_HEADER = {
+    "drone": "You are the planner of a small indoor drone. Turn the user's request into a plan.",
+    "arm": "You are the planner of a robot arm over a table. Turn the user's request into a plan.",
+    "chat": "You are a friendly robot that talks with people.",
+}
+_INSTRUCT_RULES = {
+    "drone": ("Write only the plan: skill calls like move_up(100); one after another, each ending with ;. "
+              "Distances are in cm (1 m = 100 cm); turning around is 180 degrees. Optional: loops 3{...}; "
+              "conditions _1=scan(cat);?_1==True{goto(cat);}; and ->_1; to end with an answer. "
+              "Use only the skills listed."),
+    "arm": ("Write only the plan: skill calls like pick(cup); one after another, each ending with ;. "
+            "Objects are snake_case names. Positions and distances are in mm (1 cm = 10 mm). "
+            "Use only the skills listed."),
+    "chat": "Answer in 1 to 4 short, plain sentences. Do not repeat yourself.",
+}
+
+
+def _arg_text(a: ArgSpec, descriptions: bool) -> str:
+    if not descriptions:
+        return a.name
+    rng = ""
+    if a.min is not None and a.max is not None:
+        rng = f" {a.min:g}-{a.max:g}"
+    unit = f" {a.unit}" if a.unit else ""
+    opt = "optional " if a.optional else ""
+    return f"{opt}{a.name}{(':' + rng + unit) if (rng or unit) else ''}"
+
+
+def skill_lines(skill_set: SkillSet, descriptions: bool = True) -> list[str]:
+    """One line per skill: full name, arguments (units and safe ranges) and what it does."""
+    lines = []
+    for s in skill_set.skills:
+        sig = f"{s.name}({', '.join(_arg_text(a, descriptions) for a in s.args)})"
+        desc = f": {s.description}" if descriptions and s.description else ""
+        ret = f" (returns {s.returns})" if descriptions and s.returns else ""
+        lines.append(f"- {sig}{desc}{ret}")
+    return lines
+
+
+def system_message(robot_kind: str = "drone", skill_set: SkillSet | None = None, *,
+                   objects: Sequence[str] = (), options: PromptOptions = PromptOptions()) -> str:
+    """The system message for an instruct model: who it plans for, the skills (full names,
+    arguments with units and safe ranges, descriptions), the rules, and the known objects. The
+    same for every goal of one robot, so the prefix cache serves it."""
     if skill_set is None:
         skill_set = DEFAULT_SKILL_SETS[DEFAULT_SKILL_SET_FOR_KIND[robot_kind]]
-    kind = robot_kind if robot_kind in _HEADER else _kind_of(skill_set)
-    answer = ("Answer with the story only." if kind == "chat"
-              else "Answer with the plan only, on one line, no explanation.")
-    lines = [_HEADER[kind], skills_line(skill_set), _RULES[kind], answer, "Examples:"]
-    for instr, plan in _EXAMPLES[kind]:
-        lines.append(f"Task: {instr}")
-        lines.append(f"{PLAN_MARKER} {plan}")
+    kind = robot_kind if robot_kind in _INSTRUCT_HEADER else _kind_of(skill_set)
+    lines = [_INSTRUCT_HEADER[kind]]
+    if kind != "chat":
+        lines += ["Skills:", *skill_lines(skill_set, options.descriptions)]
+        if options.objects and objects:
+            lines.append("Known objects: " + ", ".join(object_names(objects)) + ".")
+    lines.append(_INSTRUCT_RULES[kind])
     return "\n".join(lines)
 
 
-def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillSet | None = None) -> list[dict]:
-    """System message (skill list, rules, examples) + user message (the instruction)."""
+def language_key(robot_kind: str, skill_set: SkillSet) -> str:
+    """The example library of a goal: its plan language."""
+    return {"drone": "minispec", "sim": "minispec", "arm": "arm", "chat": "chat"}.get(
+        robot_kind, {"drone": "minispec", "arm": "arm", "chat": "chat"}.get(skill_set.robot_kind, "minispec"))
+
+
+def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillSet | None = None, *,
+                  objects: Sequence[str] = (), options: PromptOptions = PromptOptions()) -> list[dict]:
+    """System message, then ``options.examples`` retrieved worked examples as user/assistant
+    turns, then the instruction."""
+    if skill_set is None:
+        skill_set = DEFAULT_SKILL_SETS[DEFAULT_SKILL_SET_FOR_KIND[robot_kind]]
     instruction = " ".join(instruction.strip().split())
-    return [{"role": "system", "content": system_message(robot_kind, skill_set)},
-            {"role": "user", "content": instruction}]
+    msgs = [{"role": "system", "content": system_message(robot_kind, skill_set, objects=objects, options=options)}]
+    for instr, plan in retrieve(instruction, language_key(robot_kind, skill_set), options.examples):
+        msgs += [{"role": "user", "content": instr}, {"role": "assistant", "content": plan}]
+    msgs.append({"role": "user", "content": instruction})
+    return msgs
 
 
 def build_chat_prompt_ids(tokenizer: object, instruction: str, robot_kind: str = "drone",
-                          skill_set: SkillSet | None = None) -> list[int]:
+                          skill_set: SkillSet | None = None, *, objects: Sequence[str] = (),
+                          options: PromptOptions = PromptOptions()) -> list[int]:
     """The goal's prompt as token ids, rendered with the tokenizer's chat template."""
-    ids = tokenizer.apply_chat_template(chat_messages(instruction, robot_kind, skill_set),  # type: ignore[attr-defined]
-                                        add_generation_prompt=True, tokenize=True)
+    msgs = chat_messages(instruction, robot_kind, skill_set, objects=objects, options=options)
+    ids = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)  # type: ignore[attr-defined]
     if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in some transformers versions
         ids = ids["input_ids"]
     return [int(t) for t in ids]

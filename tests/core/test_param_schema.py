@@ -32,8 +32,12 @@ def test_every_dataclass_field_is_a_parameter(fleet):
     for preset in fleet.planner.tuf_presets:
         for f in fields(TufParams):
             assert f"tuf_presets.{preset}.{f.name}" in names
+    for section in ("plan_limits", "sampling"):
+        for lang, settings in getattr(fleet.planner, section).items():
+            for f in fields(settings):
+                assert f"{section}.{lang}.{f.name}" in names
     for f in fields(PlannerParams):
-        if f.name in ("engine", "tuf_presets"):
+        if f.name in ("engine", "tuf_presets", "plan_limits", "sampling"):
             continue
         assert {"batching_mode": "batching.mode", "max_batch": "batching.max_batch"}.get(f.name, f.name) in names
     assert "robots.ids" in names
@@ -44,7 +48,9 @@ def test_every_dataclass_field_is_a_parameter(fleet):
     for f in fields(SecurityParams):
         assert f"security.{f.name}" in names
     # nothing else: the schema is exactly the dataclasses
-    n_planner = len(fields(PlannerParams)) - 2 + len(fields(EngineParams)) + 3 * len(fleet.planner.tuf_presets)
+    n_planner = (len(fields(PlannerParams)) - 4 + len(fields(EngineParams)) + 3 * len(fleet.planner.tuf_presets)
+                 + sum(len(fields(v)) for v in fleet.planner.plan_limits.values())
+                 + sum(len(fields(v)) for v in fleet.planner.sampling.values()))
     assert len(names) == (n_planner + len(fields(SecurityParams)) + 1
                           + (len(fields(RobotParams)) - 1) * len(fleet.robots))
 
@@ -86,7 +92,10 @@ def test_ros_parameters_file_document_nests_the_flat_names(fleet):
     p = doc["planner"]["ros__parameters"]
     assert p["engine"]["kind"] == "vllm" and p["tuf_presets"]["normal"]["ert_s"] == 1.0
     assert p["robots"]["ids"] == ["tello_1", "tello_2", "indy_1", "chat_1"]
-    assert p["robots"]["indy_1"] == {"kind": "arm", "skill_set": "indy7_arm", "adapter": "indy-sim", "host": ""}
+    indy = dict(p["robots"]["indy_1"])
+    assert "apple" in indy.pop("objects") and "basket" in fleet.robot("indy_1").objects
+    assert indy == {"kind": "arm", "skill_set": "indy7_arm", "adapter": "indy-sim", "host": ""}
+    assert p["plan_limits"]["minispec"]["max_loop"] == 12 and p["sampling"]["chat"]["repetition_penalty"] == 1.2
     assert p["robot_timeout_s"] == 30.0
 
 

@@ -128,14 +128,15 @@ def test_minispec_grammar_rejects(text):
     assert not checker("tello_minispec").accepts(text)
 
 
-def test_minispec_nesting_beyond_the_parser_limit_is_rejected():
-    deep = "".join("2{" for _ in range(16)) + "tp" + "}" * 16 + ";"
+def test_minispec_nesting_beyond_the_plan_limits_is_rejected_by_the_grammar():
+    """The grammar nests blocks at most max_depth (2 by default); the parser's own limit (16)
+    still guards plans decoded without the grammar."""
+    deep = "2{2{tp}};"
     assert checker("tello_minispec").accepts(deep)
-    segment_all(get_segmenter("minispec"), [deep])
-    deeper = "".join("2{" for _ in range(17)) + "tp" + "}" * 17 + ";"
-    assert not checker("tello_minispec").accepts(deeper)
+    assert not checker("tello_minispec").accepts("2{2{2{tp}}};")
+    deepest = "".join("2{" for _ in range(17)) + "tp" + "}" * 17 + ";"
     with pytest.raises(Exception, match="deeper"):
-        segment_all(get_segmenter("minispec"), [deeper])
+        segment_all(get_segmenter("minispec"), [deepest])
 
 
 @pytest.mark.parametrize("text", [
@@ -156,7 +157,9 @@ def test_arm_grammar_accepts_the_bounds(text):
 
 def test_chat_grammar_is_sentences():
     c = checker("chat")
-    assert c.accepts("Hello there. How are you?! \"Fine,\" said the fox.\n\nThe end.")
+    assert c.accepts("Hello there. How are you?! \"Fine,\" said the fox.\nThe end.")
+    assert not c.accepts("Hello there.\n\nThe end.")  # no runs of whitespace
+    assert not c.accepts(" ".join(["One more."] * 7))  # at most max_sentences (6)
     assert not c.accepts("a sentence without an end")
     assert not c.accepts("Line one\nline two.")
 
@@ -291,9 +294,15 @@ def _check_derivation(ss: SkillSet, r: random.Random) -> None:
     if language_of(ss) == "minispec":
         text = _with_vars_assigned(text)
     c = checker(ss.id)
+    st = derivatives_for(ss).state()
+    if language_of(ss) == "minispec":  # room for the variable statements prepended above
+        from llm_planner_node.core.plan_limits import limits_for
+        lim = limits_for("minispec")
+        roomy = lim.merged({"max_statements": lim.max_statements + lim.max_vars})
+        c = GrammarChecker(plan_grammar(ss, limits=roomy))
+        st = derivatives_for(ss, limits=roomy).state()
     assert c.accepts(text), text
     segs = segment_all(get_segmenter(segmenter_name(ss), ss), [text])
-    st = derivatives_for(ss).state()
     for s in segs:
         for call in s.calls:
             assert call.name in ss.names()
@@ -431,7 +440,7 @@ def test_resume_grammar_text_is_memoised_and_equals_a_fresh_build():
     a = d.state().advance("tu(50);_")
     b = d.state().advance("tu(50);_")
     c = d.state().advance("tu(50);")
-    assert not a.at_start and c.at_start
+    assert not a.at_start and not c.at_start and c.node == Ref("plan_0_7")  # a boundary: one statement used
     first = a.ebnf()
     assert b.ebnf() is first  # the cached object, not a rebuild
     assert first == d._build_ebnf(b.node)

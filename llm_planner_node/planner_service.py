@@ -297,11 +297,22 @@ class PlannerService:
         self._post(apply)
 
     # -- goals (any thread) ----------------------------------------------------------------------
-    def _default_max_tokens(self, robot: Any) -> int:
+    def _default_max_tokens(self, robot: Any, prompt: object) -> int:
         """A goal's max_tokens when it sets none: ``planner.max_tokens``, raised under the plan
         grammar to the longest plan the robot's grammar admits (+ the end of sequence), so every
         plan a model can write under it ends before max_tokens (plans are ASCII: bytes bound
-        tokens). Computed once per robot."""
+        tokens), as far as the model's context (``engine.max_model_len``) leaves room after the
+        prompt."""
+        n = self._grammar_max_tokens(robot)
+        pp = self.params.planner
+        if n > pp.max_tokens:
+            room = pp.engine.max_model_len - self.planner.engine.count_prompt_tokens(prompt)
+            n = max(pp.max_tokens, min(n, room))
+        return n
+
+    def _grammar_max_tokens(self, robot: Any) -> int:
+        """``planner.max_tokens`` or, under the grammar, the robot's longest plan + 1 if longer
+        (computed once per robot)."""
         pp = self.params.planner
         n = self._max_tokens_of.get(robot.id)
         if n is None:
@@ -380,7 +391,7 @@ class PlannerService:
         lang = language_for(robot.kind, DEFAULT_SKILL_SETS[robot.skill_set])
         goal = Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
                     prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
-                    max_tokens=int(g.max_tokens or self._default_max_tokens(robot)), skill_set_id=robot.skill_set,
+                    max_tokens=int(g.max_tokens or self._default_max_tokens(robot, prompt)), skill_set_id=robot.skill_set,
                     instruction=g.instruction.strip(), objects=robot.objects,
                     plan_limits=pp.plan_limits.get(lang), sampling=pp.sampling.get(lang))
         with self._pending_lock:

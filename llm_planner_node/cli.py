@@ -59,6 +59,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench live": ("the live path at engine speed: a burst of goals raw on AsyncLLM vs through the node (vllm, timelyllm)", "llm_planner_node.bench.live_bench"),
     "bench overload": ("graceful degradation: utility and throughput vs load, 25 to 5,000 agents (simulator)", "llm_planner_node.bench.overload_bench"),
     "bench grammar": ("grammar-safe generation vs free decoding on held-out instructions: INVALID_PLAN, exact plans, cost", "llm_planner_node.bench.grammar_bench"),
+    "bench plans": ("plan quality of any model on held-out instructions: valid, semantic match, executed on simulated robots, unsafe", "llm_planner_node.bench.plans_bench"),
     "bench engines": ("in-process vLLM vs remote vLLM servers: per-token overhead, time to first segment, 1 vs 2 servers", "llm_planner_node.bench.engines_bench"),
     "bench exec-model": ("execution-time model error and online convergence", "llm_planner_node.bench.exec_model_bench"),
     "eval": ("run policies on a workload (simulated or live) and report metrics", "llm_planner_node.evaluation.eval_cmd"),

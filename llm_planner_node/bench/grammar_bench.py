@@ -243,8 +243,17 @@ def measure(engine_params: Any, *, limit: int | None = None, timing_items: int =
     return result
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _ms(x: float | None, digits: int) -> str:
+    """Seconds as milliseconds, or "-" when there was nothing to time (no segment, no tokens)."""
+    return "-" if x is None else f"{1e3 * x:.{digits}f} ms"
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 def report(r: dict[str, Any]) -> str:
@@ -268,10 +277,10 @@ def report(r: dict[str, Any]) -> str:
         g, f, ra = tm["grammar"], tm["free"], tm["ratios"]
         lines.append("")
         lines.append(f"timing ({tm['runs_per_mode']} runs per mode, alone, unsegmented, interleaved; medians):")
-        lines.append(f"  decode per token: grammar {1e3 * g['decode_per_token_s']:.2f} ms, free "
-                     f"{1e3 * f['decode_per_token_s']:.2f} ms -> ratio {ra['decode_per_token']:.2f}")
-        lines.append(f"  time to first segment: grammar {1e3 * g['first_segment_s']:.1f} ms, free "
-                     f"{1e3 * f['first_segment_s']:.1f} ms -> ratio {ra['first_segment']:.2f}")
+        lines.append(f"  decode per token: grammar {_ms(g['decode_per_token_s'], 2)}, free "
+                     f"{_ms(f['decode_per_token_s'], 2)} -> ratio {_ratio(ra['decode_per_token'])}")
+        lines.append(f"  time to first segment: grammar {_ms(g['first_segment_s'], 1)}, free "
+                     f"{_ms(f['first_segment_s'], 1)} -> ratio {_ratio(ra['first_segment'])}")
     if r.get("matcher"):
         from .grammar_matcher import report_lines
 
@@ -296,6 +305,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--params", default=str(DEFAULT_PARAMS),
                         help="parameter YAML whose planner.engine settings are used (default: %(default)s)")
+    parser.add_argument("--model", default=None, metavar="M",
+                        help="model to bench (a name or path as in planner.engine.model; overrides the YAML's)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N held-out instructions")
     parser.add_argument("--timing-items", type=int, default=12,
                         help="instructions timed alone per mode for the cost ratios (default %(default)s; 0: skip)")
@@ -311,6 +322,8 @@ def run(args: argparse.Namespace) -> int:
     from ..params import load_params
 
     engine_params = replace(load_params(args.params, check=False).planner.engine, kind="vllm")
+    if getattr(args, "model", None):
+        engine_params = replace(engine_params, model=args.model)
     if args.matcher_only:
         from .grammar_matcher import matcher_cost, report_lines
 

@@ -852,6 +852,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default=str(DEFAULT_PARAMS),
                         help="parameter YAML whose planner.engine and planner.constrained_decoding settings are "
                              "used (default: %(default)s)")
+    parser.add_argument("--model", default=None, metavar="M",
+                        help="model to bench (a name or path as in planner.engine.model; overrides the YAML's)")
     parser.add_argument("--timeout", type=float, default=120.0, help="give up on a burst after this many seconds")
     parser.add_argument("--client", choices=("process", "thread"), default="process",
                         help="where the goal client runs: its own process, as users send goals (default), or a "
@@ -876,6 +878,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--policies: {', '.join(bad)} not measured here (choose from {', '.join(POLICIES)})")
     planner = load_params(args.params, check=False).planner
     engine_params = replace(planner.engine, kind="vllm")
+    if getattr(args, "model", None):
+        engine_params = replace(engine_params, model=args.model)
     result = measure(engine_params, sizes, max(1, args.repeats), args.time_scale, policies, args.timeout,
                      client_mode=args.client, constrained_decoding=planner.constrained_decoding)
     print(report(result))

@@ -57,8 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--constrained-decoding", choices=("grammar", "off"), default="grammar",
                         help="decode the live runs under the plan grammar (the product default) or freely")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON to PATH")
-    parser.add_argument("--model", metavar="PATH", default=None,
-                        help="tokenizer to split text into tokens (default: the embedded planner model)")
+    parser.add_argument("--model", metavar="M", default=None,
+                        help="model of the live runs and tokenizer to split text into tokens, a name or path as in "
+                             "planner.engine.model (default: embedded, the shipped planner model)")
     parser.add_argument("--chars-per-token", type=int, default=3,
                         help="chunk size when no tokenizer is available (default 3)")
     parser.add_argument("--no-vllm", action="store_true",
@@ -86,7 +87,11 @@ def _load_tokenizer(path: str | None) -> tuple[Any, str]:
 
         from ..planner_model import DEFAULT_MODEL_PATH
 
-        p = path or DEFAULT_MODEL_PATH
+        p = DEFAULT_MODEL_PATH
+        if path:  # a model name as planner.engine.model takes it (``embedded``, a registry name) or a path
+            from ..engines.vllm_engine import resolve_model_path
+
+            p = resolve_model_path(path)
         return AutoTokenizer.from_pretrained(p), p
     except Exception as e:  # noqa: BLE001 - fall back to fixed-size chunks
         return None, f"unavailable ({type(e).__name__}); {e}"[:200]

@@ -48,6 +48,9 @@ WORKLOAD: tuple[tuple[DemoGoal, ...], ...] = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default=str(DEFAULT_PARAMS), help="parameter YAML (default: %(default)s)")
     parser.add_argument("--engine", choices=("vllm", "sim"), help="override planner.engine.kind")
+    from .up import add_model_argument
+
+    add_model_argument(parser)
     parser.add_argument("--time-scale", type=float, default=0.25,
                         help="simulated robots run this many times as long as real ones (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=len(WORKLOAD), choices=range(1, len(WORKLOAD) + 1),

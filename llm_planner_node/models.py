@@ -539,7 +539,7 @@ def engine_for_model(engine: Any, model: str | None = None) -> Any:
     name = model if model is not None else engine.model
     if name != engine.model:
         engine = replace(engine, model=name)
-    if engine.kind == "sim" or name == "embedded":
+    if engine.kind in ("sim", "scripted") or name == "embedded":
         return engine
     if name in REGISTRY or (name.lower().endswith(".gguf") and Path(name).expanduser().is_file()):
         defaults = EngineParams()

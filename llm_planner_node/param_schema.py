@@ -81,6 +81,8 @@ _TUF_DESCRIPTIONS = {"ert_s": "expected response time of the TUF preset (seconds
 _ROBOT_DESCRIPTIONS = {"kind": "robot kind", "skill_set": "skill set the planner plans with for this robot",
                        "adapter": "how the robot is reached (see README 'Configure')",
                        "host": "address of real hardware (tello, indy adapters)",
+                       "budget": "what one goal may make the robot do (YAML mapping: max_calls, max_translation_cm, "
+                                 "max_rotation_deg, duration_factor, duration_floor_s, fence_cm); '' = the kind's default",
                        "objects": "objects the robot knows (named in the prompt; the only object arguments its grammar admits)"}
 
 
@@ -155,6 +157,8 @@ def _choices(name: str) -> tuple[str, ...] | None:
 
 def _spec(name: str, f: Any, default: Any, description: str) -> ParamSpec:
     typ = _SIMPLE_TYPES.get(f.type) if isinstance(f.type, str) else f.type
+    if f.type == "Budget | None":  # robots.<id>.budget: the YAML mapping in flow style ('' = the kind's default)
+        return ParamSpec(name=name, type=str, default=_budget_text(default), description=description, read_only=True)
     if f.type == "tuple[str, ...]":  # engine.servers: a string array
         return ParamSpec(name=name, type=list, default=list(default), description=description, read_only=True)
     if typ not in (bool, int, float, str):
@@ -168,6 +172,18 @@ def _spec(name: str, f: Any, default: Any, description: str) -> ParamSpec:
         default = float(default)
     return ParamSpec(name=name, type=typ, default=default, description=description, read_only=not is_runtime(name),
                      choices=_choices(name), **rules)
+
+
+def _budget_text(budget: Any) -> str:
+    """A robot's budget as one string parameter: its differences from the kind's default as a
+    YAML flow mapping (``{max_calls: 20}``), '' for the default."""
+    if budget is None:
+        return ""
+    import yaml
+
+    diff = {f.name: getattr(budget, f.name) for f in fields(budget)}
+    diff = {k: (list(v) if isinstance(v, tuple) else v) for k, v in diff.items()}
+    return yaml.safe_dump(diff, default_flow_style=True).strip()
 
 
 def _planner_fields(pp: PlannerParams):
@@ -270,6 +286,10 @@ def from_flat(flat: Mapping[str, Any]) -> FleetParams:
         if parts[0] == "robots" and len(parts) == 3:
             if parts[1] not in robots:
                 raise ParamError(f"{name}: robot '{parts[1]}' is not in {ROBOT_IDS} {ids}: add it there first")
+            if parts[2] == "budget":
+                import yaml
+
+                value = (yaml.safe_load(value) or None) if isinstance(value, str) else value
             robots[parts[1]][parts[2]] = value
         elif parts[0] == "security" and len(parts) == 2:
             security[parts[1]] = value

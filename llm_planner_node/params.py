@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from .core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ROBOT_KINDS
+from .core.budgets import Budget, budget_for
 from .core.plan_limits import DEFAULT_PLAN_LIMITS, PlanLimits
 from .core.sampling import DEFAULT_SAMPLING, Sampling
 
@@ -93,7 +94,10 @@ class EngineParams:
     servers: tuple[str, ...] = ()
 
 
-ENGINE_KINDS = ("vllm", "remote", "sim")
+ENGINE_KINDS = ("vllm", "remote", "sim", "scripted")
+#: Engine kinds without a model: the simulated engine, and the scripted one (the instruction is the
+#: plan it writes: adversarial plans for tests and `bench safety` reach the real planner and adapters)
+SIM_ENGINES = ("sim", "scripted")
 
 
 def _servers(value: Any) -> tuple[str, ...]:
@@ -123,6 +127,12 @@ class RobotParams:
     #: objects the robot knows about (its scene, an arm's workspace): named in the prompt of an
     #: instruct model, and the only names its plan grammar admits as object arguments
     objects: tuple[str, ...] = ()
+    #: what one goal may make the robot do (core/budgets.py; None: the robot kind's default)
+    budget: Budget | None = None
+
+    @property
+    def effective_budget(self) -> Budget:
+        return self.budget if self.budget is not None else budget_for(self.kind)
 
 
 DEFAULT_TUF_PRESETS = {"normal": TufParams(1.0, -2.0, 1.0), "urgent": TufParams(0.2, -6.67, 2.0)}  # TimelyLLM 5.1
@@ -161,7 +171,7 @@ _PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_pre
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
                       "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
                       "plan_limits", "sampling")
-_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects")
+_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget")
 PLAN_LANGUAGES = ("minispec", "arm", "chat")
 _BATCHING_KEYS = ("mode", "max_batch")
 
@@ -215,9 +225,11 @@ class FleetParams:
         if engine.kind == "remote" and not engine.servers:
             raise ParamError("planner.engine.kind remote needs planner.engine.servers: [url, ...] "
                              "(`timely-fleet serve-engine` starts a server and prints its URL)")
-        if engine.kind == "sim":
+        if engine.kind in SIM_ENGINES:
             return self
-        if engine.model != "embedded":
+        from .models import model_names
+
+        if engine.model != "embedded" and engine.model not in model_names() and not engine.model.endswith(".gguf"):
             path = Path(engine.model).expanduser()
             if not path.is_dir():
                 raise ParamError(f"planner.engine.model {engine.model!r} is not a directory: give 'embedded' "
@@ -437,7 +449,13 @@ def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> Fl
             raise ParamError(f"{where}.objects must be a list of object names, e.g. [apple, basket], got {objects!r}")
         if len(objects) > 200 or any(len(o) > 64 for o in objects):
             raise ParamError(f"{where}.objects: at most 200 names of at most 64 characters each")
-        robots.append(RobotParams(rid, kind, skill_set, adapter, host, tuple(o.strip() for o in objects)))
+        budget = None
+        if r.get("budget") is not None:
+            try:
+                budget = budget_for(kind).merged(_mapping(r["budget"], f"{where}.budget", "max_calls, fence_cm, ..."))
+            except (TypeError, ValueError) as e:
+                raise ParamError(f"{where}.budget: {e}") from None
+        robots.append(RobotParams(rid, kind, skill_set, adapter, host, tuple(o.strip() for o in objects), budget))
     return FleetParams(planner=planner, robots=tuple(robots), security=security)
 
 

@@ -36,8 +36,10 @@ from .core.task_model import EndKind, GenState, Goal, Request, Segment
 from .core.tuf import TUFParams
 from .delivery import SegmentDelivery
 from .engines.factory import predictor_for, prompt_builder_for
+from .core.budgets import StaticBudget
 from .grammar import build_plan_grammar, language_for, longest_plan_chars
-from .params import FleetParams
+from .segmenters.plan_cost import segment_cost
+from .params import SIM_ENGINES, FleetParams
 
 # RobotStatus.STATE_* (the adapters' states)
 IDLE, RECEIVED, EXECUTING, DONE, FAILED, CANCELLED = range(6)
@@ -127,6 +129,7 @@ class _Goal:
     goal_id: str
     request_id: int
     on_end: Callable[[Request | str], None]
+    budget: StaticBudget | None = None  # what the goal's dispatched segments may do at worst
 
 
 @dataclass
@@ -184,6 +187,7 @@ class PlannerService:
                                else TimeScaledEstimator(self.exec_model, robot_time_scale), sink=self,
                                config=PlannerConfig(network_latency_s=pp.network_latency_s),
                                predictor=predictor_for(policy, pp.engine))
+        self.planner.segment_check = self._budget_check
         self.delivery = SegmentDelivery(ack_timeout_s, max_resends, pp.robot_timeout_s)
         self.health = EngineHealth()
         self.counters: Counter[str] = Counter()
@@ -317,7 +321,7 @@ class PlannerService:
         n = self._max_tokens_of.get(robot.id)
         if n is None:
             n = pp.max_tokens
-            if pp.constrained_decoding == "grammar" and pp.engine.kind != "sim":
+            if pp.constrained_decoding == "grammar" and pp.engine.kind not in SIM_ENGINES:
                 ss = DEFAULT_SKILL_SETS[robot.skill_set]
                 lang = language_for(robot.kind, ss)
                 g = build_plan_grammar(ss, language=lang, limits=pp.plan_limits.get(lang), objects=robot.objects)
@@ -417,7 +421,7 @@ class PlannerService:
                 ended(str(e) if isinstance(e, ValueError)
                       else f"the planner could not take the goal: {safe_text(repr(e), 300)}")
                 return
-            self._goals[rid] = _Goal(goal_id, rid, ended)
+            self._goals[rid] = _Goal(goal_id, rid, ended, StaticBudget(robot.effective_budget))
             self._by_goal_id[goal_id] = rid
             self.delivery.open(goal_id, g.robot_id, self.clock.now())
             self.ports.goal_started(goal_id, self.planner.requests[rid])
@@ -532,6 +536,23 @@ class PlannerService:
                                      f"{safe_text(st.error, 300) or 'no reason given'}")
 
     # -- PlannerSink (scheduler thread) ----------------------------------------------------------
+    def _budget_check(self, request: Request, segment: Segment) -> str | None:
+        """Before a segment is dispatched: its worst case (loops multiplied out) added to the
+        goal's earlier segments must fit the robot's budget (core/budgets.py), else the reason."""
+        g = self._goals.get(request.id)
+        if g is None or g.budget is None or request.goal.skill_set_id is None:
+            return None
+        ss = DEFAULT_SKILL_SETS[request.goal.skill_set_id]
+        try:
+            cost = segment_cost(segment.text, segment.calls, ss, language_for(request.goal.robot_kind, ss))
+        except ValueError as e:  # the segmenter passed it, so this is unexpected: refuse, do not guess
+            return f"segment {segment.index} cannot be costed: {e}"
+        why = g.budget.add(cost)
+        if why is not None:
+            self.counters["budget_refusals"] += 1
+            return f"exceeds budget: {why} (segment {segment.index}: {safe_text(segment.text, 60)})"
+        return None
+
     def dispatch(self, request: Request, segment: Segment) -> None:
         g = self._goals[request.id]
         final = segment.final or (request.state is GenState.GENERATED

@@ -55,6 +55,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from llm_planner_node.core.budgets import Budget, BudgetExceeded, BudgetMeter, budget_for, pose_after
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 
@@ -112,6 +113,7 @@ class _Goal:
     interpreter: Any = None  # one per goal: MiniSpec variables live across its segments
     run_call: Any = None  # the current segment's skill runner (the interpreter calls this)
     stopped: str | None = None  # after a stop: the idle state the robot was left in
+    meter: BudgetMeter | None = None  # what the goal made the robot do so far (its budget)
 
 
 WATCHDOG = Watchdog()  # skill time budgets: timers on the process's adapter event loop
@@ -163,6 +165,7 @@ class AdapterCore:
         time_scale: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         loop: EventLoop | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.robot_id = robot_id
         self.executor = executor
@@ -171,6 +174,12 @@ class AdapterCore:
         self.robot_kind = getattr(executor, "robot_kind", self.skill_set.robot_kind)
         self.model = model or ExecutionTimeModel()
         self.use_minispec = (self.skill_set.id == "tello_minispec") if use_minispec is None else use_minispec
+        #: what one goal may make this robot do (core/budgets.py), enforced call by call
+        self.budget = budget if budget is not None else budget_for(self.robot_kind)
+        #: drones: position and yaw relative to the take-off point (cm, degrees), from the moves
+        #: executed (synchronised with the executor's own pose where it has one), for the fence
+        self.pose: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+        self.budget_refusals = 0
         self.gap_timeout_s = gap_timeout_s
         self.skill_timeout_factor = skill_timeout_factor
         self.skill_timeout_margin_s = skill_timeout_margin_s
@@ -443,6 +452,9 @@ class AdapterCore:
             self._end_segment(seg, g)
             return
         predicted = self.model.predict_calls(self.robot_id, self.robot_kind, calls) if calls else []
+        if g.meter is None:
+            g.meter = BudgetMeter(self.budget, fence=self.robot_kind in ("drone", "sim"), t0=self.clock())
+        g.meter.predicted_s += float(sum(predicted)) * self.time_scale
         if program is not None:
             if g.interpreter is None:  # one per goal: variables live across its segments
                 from .minispec_interpreter import MiniSpecInterpreter
@@ -468,6 +480,16 @@ class AdapterCore:
             return
         if self._cancel.is_set():
             self._fail(run, SkillCancelled("cancelled"))
+            return
+        try:  # the goal's budget and the fence, before the call is sent
+            meter = run.goal.meter
+            if meter is not None:
+                why = meter.over_time(self.clock())
+                if why is not None:
+                    raise BudgetExceeded(why)
+                meter.admit(call, self.pose)
+        except BudgetExceeded as e:
+            self._refuse_call(run, e)
             return
         i = len(run.names)
         remaining = float(sum(run.predicted[i:])) if i < len(run.predicted) else 0.0
@@ -495,6 +517,7 @@ class AdapterCore:
             return
         dt = self.clock() - run.t0
         assert run.call is not None
+        self._track_pose(run.call)
         run.names.append(run.call.name)
         run.durs.append(dt)
         if self.time_scale > 0:
@@ -529,6 +552,29 @@ class AdapterCore:
             self._unexpected(seg, g, e)
             return
         self._end_segment(seg, g)
+
+    def _refuse_call(self, run: _Run, e: BudgetExceeded) -> None:
+        """A call that would exceed the goal's budget or leave the fence: not sent; the segment
+        fails with the reason, the rest of the goal is refused, and the robot is brought to idle
+        at once (drone: hover; arm: stop), without waiting for the planner's stop."""
+        self.budget_refusals += 1
+        log.warning("%s: goal %s: %s", self.robot_id, run.seg.goal_id, e)
+        with self._cv:
+            if run.seg.goal_id not in self._halts:
+                self._halts.append(run.seg.goal_id)
+        self._fail(run, SkillExecutionError(f"refused: {e}"))
+
+    def _track_pose(self, call: SkillCall) -> None:
+        """The drone's pose after a call it executed: the executor's own (a simulator's scene)
+        where it has one, else dead reckoning from the call (goto's displacement is unknown then:
+        the pose is kept)."""
+        pose = getattr(getattr(self.executor, "scene", None), "pose", None)
+        if getattr(self.executor, "tracks_pose", False) and pose is not None and len(pose) == 4:
+            self.pose = tuple(float(v) for v in pose)  # type: ignore[assignment]
+            return
+        after = pose_after(self.pose, call)
+        if after is not None:
+            self.pose = after
 
     def _unexpected(self, seg: SegmentIn, g: _Goal, e: BaseException) -> None:
         log.error("%s: unexpected adapter error", self.robot_id, exc_info=e)

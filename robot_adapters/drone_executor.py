@@ -40,6 +40,8 @@ MOTION_SKILLS = frozenset({*MOVE_CMD, *TURN_CMD, "scan", "scan_abstract", "orien
 class TelloExecutor(SkillExecutor):
     robot_kind = "drone"
     skill_set = TELLO_MINISPEC
+    #: the scene pose follows every motion it executed (the adapter's geofence reads it)
+    tracks_pose = True
 
     def __init__(self, host: str, scene: Scene | None = None, *,
                  client_factory: Callable[[], Any] | None = None,

@@ -108,6 +108,9 @@ class Planner:
         self._backlog = False  # the last decision left ready generations waiting
         #: the best-ranked of them (its queue row at that decision), or None
         self._waiting_row: dict[str, float | int] | None = None
+        #: called with each generated segment before it is recorded and dispatched; a returned
+        #: reason ends the goal INVALID_PLAN without dispatching it (the service's budget check)
+        self.segment_check: Callable[[Request, Segment], str | None] | None = None
 
     # ----------------------------------------------------------------- public API
     def submit(self, goal: Goal) -> int:
@@ -386,7 +389,12 @@ class Planner:
         if ev.index != k:
             raise RuntimeError(f"request {req.id}: engine reported segment {ev.index}, expected {k}")
         self.segment_time.observe(req.goal.robot_kind, k, ev.t - req.segment_start)
-        req.segments.append(Segment(k, ev.text, ev.calls, ev.token_ids, ev.final))
+        seg = Segment(k, ev.text, ev.calls, ev.token_ids, ev.final)
+        why = self.segment_check(req, seg) if self.segment_check is not None else None
+        if why is not None:  # never dispatched: the goal ends with the reason (and its robot stops)
+            self._end(req, EndKind.INVALID_PLAN, why)
+            return
+        req.segments.append(seg)
         req.gen_start.append(req.segment_start)
         req.gen_end.append(ev.t)
         req.predicted_exec.append(self.exec_model.predict(req.goal.robot_id, req.goal.robot_kind, ev.calls))

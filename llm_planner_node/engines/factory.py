@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ..core.clock import Clock
 from ..core.engine_api import Engine, EngineEvent
-from ..params import CONSTRAINED_DECODING, EngineParams, PlannerParams
+from ..params import CONSTRAINED_DECODING, SIM_ENGINES, EngineParams, PlannerParams
 from .sim_engine import SimEngine, SimEngineConfig
 
 
@@ -170,6 +170,22 @@ def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, obj
     raise ValueError(sim_no_plan_message(instruction, robot_kind))
 
 
+def scripted_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str,
+                            objects: tuple[str, ...] = ()) -> object:
+    """The scripted engine (``engine.kind: scripted``): the instruction *is* the plan the engine
+    writes, cut by the robot's segmenter and generated at the simulated engine's speed, so given
+    plans (adversarial ones: deep loops, long plans, moves out of a fence) reach the real planner
+    and adapters. A text the segmenter refuses is rejected with its reason."""
+    from ..segmenters.base import PlanError
+
+    if robot_kind == "chat":
+        return _sim_chat_prompt(instruction, instruction)
+    try:
+        return _sim_prompt_from_plan(instruction, robot_kind, skill_set_id)
+    except PlanError as e:
+        raise ValueError(f"the scripted engine cannot write this plan: {e}") from None
+
+
 #: Live length predictors (on the planner model) for the length-aware policies.
 LIVE_PREDICTORS = {"trail": "trail_probe", "hybrid": "trail_probe", "ltr": "ltr_ranker"}
 
@@ -177,7 +193,7 @@ LIVE_PREDICTORS = {"trail": "trail_probe", "hybrid": "trail_probe", "ltr": "ltr_
 def predictor_for(policy: Any, params: EngineParams) -> Any:
     """The length predictor a policy uses in the node: the simulator-fed default with the
     simulated engine; with vLLM the real one (Trail's hidden-state probe or the LTR ranker)."""
-    if params.kind == "sim" or policy.make_predictor() is None:
+    if params.kind in SIM_ENGINES or policy.make_predictor() is None:
         return None
     which = LIVE_PREDICTORS.get(policy.name)
     if which == "trail_probe":
@@ -207,7 +223,7 @@ def engine_factory(params: EngineParams | PlannerParams, clock: Clock, *,
     mode = constrained_decoding or PlannerParams.constrained_decoding
     if mode not in CONSTRAINED_DECODING:
         raise ValueError(f"constrained_decoding must be one of {', '.join(CONSTRAINED_DECODING)}, got {mode!r}")
-    if params.kind == "sim":
+    if params.kind in SIM_ENGINES:
         return lambda: RealtimeSimEngine(clock)
     if params.kind == "vllm":
         def make() -> Engine:
@@ -267,6 +283,8 @@ def prompt_builder_for(params: EngineParams) -> Callable[..., object]:
     chat template (instruct models)."""
     if params.kind == "sim":
         return sim_prompt_builder
+    if params.kind == "scripted":
+        return scripted_prompt_builder
     if params.model != "embedded":
         from .vllm_engine import resolve_model_path
 

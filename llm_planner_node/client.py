@@ -56,6 +56,10 @@ class GoalHandle:
             raise TimeoutError(f"goal did not end within {timeout} s")
         return self._result
 
+    def result_wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the result; whether it arrived."""
+        return self._done.wait(timeout)
+
     @property
     def done(self) -> bool:
         return self._done.is_set()
@@ -181,6 +185,7 @@ def spinning(node: Any, context: Any) -> Iterator[None]:
 
 
 WATCH_PERIOD_S = 0.1     # the goal watchdog's period (GoalClient._watch_loop)
+PLANNER_GONE_S = 1.0     # `goal`: the planner's action server unseen this long = the planner is gone
 
 
 class _Pending:
@@ -525,12 +530,27 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
 
     h = client.send(args.robot_id, args.instruction, task_type=args.task_type, tuf=tuf, on_feedback=show)
     mine["id"] = h.goal_id
-    try:
-        res = h.result(args.timeout)
-    except TimeoutError:
-        client.cancel(h)
-        print(f"no result after {args.timeout} s: goal cancelled")
-        return 1
+    deadline = t0 + args.timeout
+    gone_since: float | None = None
+    while not h.done:
+        now = time.monotonic()
+        if now >= deadline:
+            client.cancel(h)
+            print(f"no result after {args.timeout} s: goal cancelled")
+            return 1
+        # a planner killed without a goodbye leaves discovery within its DDS lease (4 s,
+        # config/fastdds.xml); its robots' adapters stop them when its own lease runs out
+        if client.client.server_is_ready():
+            gone_since = None
+        elif gone_since is None:
+            gone_since = now
+        elif now - gone_since >= PLANNER_GONE_S:
+            print(f"the planner is gone: its action server disappeared {now - t0:.1f} s after the goal was sent; "
+                  f"robot {args.robot_id}'s adapter stops the robot when the planner's lease runs out",
+                  flush=True)
+            return 1
+        h.result_wait(0.25)
+    res = h.result(0)
     print(f"{STATUS_NAMES.get(res.status, res.status)}: {res.message}")
     if res.status == 0:
         print(f"response {res.response_time_s:.3f} s, robot waiting {res.robot_waiting_s:.3f} s, "

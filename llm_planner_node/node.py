@@ -26,6 +26,7 @@ import functools
 import hashlib
 import hmac
 import threading
+import time
 from typing import Any, Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -55,7 +56,7 @@ from .security import Keystore, LinkSigner, LinkVerifier
 from .ros_messages import (ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
                            STATUS_READER_QOS, STATUS_TOPIC, action_qos_kwargs, build_result, draining_subscription,
                            rejected_result, segment_message, segment_publishers, status_goal_id, status_topic,
-                           stop_message)
+                           stop_message, heartbeat_message)
 
 
 class HotPathLog:
@@ -355,6 +356,11 @@ class PlannerNode(LifecycleNode):
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
         self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self._goals_cb)
         self.create_timer(1.0, self._publish_diagnostics)
+        # the planner's lease (core/link.py): robots running a goal hear from it at least every
+        # lease_s / 3 (a segment, a stop or a heartbeat), else their adapters stop them
+        self._last_sent: dict[str, float] = {}
+        if params.security.lease_s > 0:
+            self.create_timer(params.security.lease_s / 6, self._heartbeat)
         self.create_timer(FinishLaterActionServer.STATUS_PERIOD_S, self._server.flush_status,
                           callback_group=self._goals_cb)
 
@@ -553,10 +559,22 @@ class PlannerNode(LifecycleNode):
         return msg
 
     def publish(self, robot_id: str, msg: Any) -> None:
-        """Publish (or re-send) a segment or stop, signed afresh: every send has a new counter."""
+        """Publish (or re-send) a segment, stop or heartbeat, signed afresh: every send has a new counter."""
         if self._signer is not None:
             self._signer.sign_segment(msg, robot_id)
         self._seg_pubs[robot_id].publish(msg)
+        self._last_sent[robot_id] = time.monotonic()
+
+    def _heartbeat(self) -> None:
+        """Renew the lease of every robot running a goal that heard nothing for lease_s / 3."""
+        service = self.service
+        if service is None:
+            return
+        period = self.params.security.lease_s / 3
+        now = time.monotonic()
+        for robot_id, goal_id in service.active_goals().items():
+            if now - self._last_sent.get(robot_id, 0.0) >= period:
+                self.publish(robot_id, heartbeat_message(goal_id, robot_id, self.get_clock().now().to_msg()))
 
     def goal_started(self, goal_id: str, req: Request) -> None:
         g = req.goal

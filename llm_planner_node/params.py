@@ -208,6 +208,9 @@ class SecurityParams:
 
 
 @dataclass(frozen=True)
+    #: the planner's lease (core/link.py): an adapter whose robot is executing and that heard
+    #: nothing from its planner for this long stops the robot ("stopped: planner lost"); 0 = off
+    lease_s: float = _rule(3.0, ge=0, unit="seconds")
 class FleetParams:
     planner: PlannerParams
     robots: tuple[RobotParams, ...]

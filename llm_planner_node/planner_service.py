@@ -452,6 +452,11 @@ class PlannerService:
 
     def _release(self, robot_id: str, goal_id: str) -> None:
         with self._busy_lock:
+    def active_goals(self) -> dict[str, str]:
+        """robot id -> the goal it runs now (a copy; any thread)."""
+        with self._busy_lock:
+            return dict(self._busy)
+
             if self._busy.get(robot_id) == goal_id:
                 del self._busy[robot_id]
 

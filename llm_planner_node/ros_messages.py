@@ -22,6 +22,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from timely_fleet.action import PlanTask
 from timely_fleet.msg import SegmentReport, Skill, SkillSegment
 
+from .core.link import HEARTBEAT_SEQUENCE
 from .core.metrics import measured_times
 from .core.skills import DEFAULT_SKILL_SETS, SkillCall
 from .core.task_model import EndKind, Request
@@ -191,6 +192,11 @@ def segment_message(goal_id: str, req: Request, index: int, final: bool, stamp: 
                         skills=skill_msgs(seg.calls, req.goal.skill_set_id), final=final, stamp=stamp)
 
 
+def heartbeat_message(goal_id: str, robot_id: str, stamp: Any) -> Any:
+    """The planner's lease renewal for a robot running ``goal_id`` (core/link.py)."""
+    return SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=HEARTBEAT_SEQUENCE, stamp=stamp)
+
+
 def stop_message(goal_id: str, robot_id: str, sequence: int, stamp: Any) -> Any:
     """A ``cancel`` segment: stop the goal, drop its queued segments, bring the robot to idle."""
     return SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=sequence, cancel=True, stamp=stamp)
@@ -199,7 +205,7 @@ def stop_message(goal_id: str, robot_id: str, sequence: int, stamp: Any) -> Any:
 __all__ = ["ACTION_NAME", "ACTION_QOS", "DIAGNOSTICS_TOPIC", "GOALS_TOPIC", "RESULTS_TOPIC",
            "SEGMENT_QOS", "STATS_TOPIC", "STATUS_OF", "STATUS_QOS", "STATUS_TOPIC", "action_qos_kwargs",
            "build_result", "rejected_result", "result_message", "segment_message", "segments_topic",
-           "skill_msgs", "stop_message"]
+           "skill_msgs", "stop_message", "heartbeat_message"]
 
 
 # -- segments at fleet scale (issue 18) ------------------------------------------------------------

@@ -204,7 +204,8 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
                     continue
                 ex = _make_executor(robot, i, time_scale, stack)
                 adapter_node.add_robot(AdapterCore(robot.id, ex, skill_set=DEFAULT_SKILL_SETS[robot.skill_set],
-                                                   time_scale=time_scale, budget=robot.effective_budget))
+                                                   time_scale=time_scale, budget=robot.effective_budget,
+                                                   lease_s=params.security.lease_s))
             executors.append(SingleThreadedExecutor(context=context))
             executors[-1].add_node(adapter_node)
         planner_node = None

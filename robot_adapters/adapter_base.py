@@ -57,6 +57,7 @@ from typing import Any, Callable, Sequence
 
 from llm_planner_node.core.budgets import Budget, BudgetExceeded, BudgetMeter, budget_for, pose_after
 from llm_planner_node.core.execution_time import ExecutionTimeModel
+from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 
 from .event_loop import EventLoop, Watchdog, default_loop
@@ -166,6 +167,7 @@ class AdapterCore:
         clock: Callable[[], float] = time.monotonic,
         loop: EventLoop | None = None,
         budget: Budget | None = None,
+        lease_s: float | None = None,
     ) -> None:
         self.robot_id = robot_id
         self.executor = executor
@@ -180,6 +182,13 @@ class AdapterCore:
         #: executed (synchronised with the executor's own pose where it has one), for the fence
         self.pose: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
         self.budget_refusals = 0
+        #: the planner's lease (llm_planner_node/core/link.py): while the robot executes or has
+        #: segments queued and the planner has been silent this long, the robot is stopped
+        self.lease_s = lease_s if lease_s else None
+        self._lease_at = clock()
+        self._lease_timer: int | None = None
+        self.lease_stops = 0
+        self._stop_why: dict[str, str] = {}  # goal id -> why the adapter itself stopped it
         self.gap_timeout_s = gap_timeout_s
         self.skill_timeout_factor = skill_timeout_factor
         self.skill_timeout_margin_s = skill_timeout_margin_s
@@ -237,8 +246,39 @@ class AdapterCore:
         self.loop.call_soon(self._pump)
 
     # ------------------------------------------------------------------ input
+    def renew_lease(self) -> None:
+        """The planner spoke (a heartbeat, a segment or a stop): its lease runs lease_s from now."""
+        with self._cv:
+            self._lease_at = self.clock()
+            self._arm_lease()
+
+    def _arm_lease(self) -> None:
+        if self.lease_s is not None and self._lease_timer is None and self._started:
+            self._lease_timer = self.loop.call_later(self.lease_s / 4, self._check_lease)
+
+    def _check_lease(self) -> None:
+        """Loop: stop the robot if it works for a planner that has gone silent."""
+        with self._cv:
+            self._lease_timer = None
+            busy = self._current is not None or any(g.pending for g in self._goals.values())
+            if not busy or self.lease_s is None:
+                return  # re-armed by the next planner message
+            silent = self.clock() - self._lease_at
+            if silent <= self.lease_s:
+                self._arm_lease()
+                return
+            self.lease_stops += 1
+            why = f"planner lost (no word for {silent:.1f} s, lease {self.lease_s:g} s)"
+            log.warning("%s: %s: stopping the robot", self.robot_id, why)
+            for gid in list(self._order):
+                g = self._goals[gid]
+                if (self._current is not None and self._current[0] == gid) or g.pending or not g.finished:
+                    self._stop_why[gid] = why
+                    self._cancel_locked(gid, -1)
+
     def submit(self, seg: SegmentIn) -> None:
         """Accept a segment (non-blocking; called from the ROS callback)."""
+        self.renew_lease()
         with self._cv:
             g = self._goals.get(seg.goal_id)
             if seg.cancel:
@@ -303,7 +343,8 @@ class AdapterCore:
             # the running segment reports CANCELLED when its skill ends
         else:
             seq = sequence if sequence >= 0 else g.expected
-            self._emit(goal_id, seq, STATE_CANCELLED, error="cancelled")
+            why = self._stop_why.get(goal_id)
+            self._emit(goal_id, seq, STATE_CANCELLED, error=f"stopped: {why}" if why else "cancelled")
         for s in dropped:
             if self._current is None or self._current != (goal_id, s):
                 self._emit(goal_id, s, STATE_CANCELLED, error="cancelled before execution")
@@ -384,6 +425,9 @@ class AdapterCore:
             state = f"halt failed: {err}"
         else:
             state = value or "stopped"
+        why = self._stop_why.pop(goal_id, None)
+        if why is not None:  # the adapter stopped the robot on its own (lease, budget): say why first
+            state = f"{why}; {state}"
         with self._cv:
             g = self._goals.get(goal_id)
             seq = g.expected if g is not None else 0
@@ -542,8 +586,10 @@ class AdapterCore:
                 self._emit(seg.goal_id, seg.sequence, STATE_FAILED,
                            error=f"timeout: skill exceeded its time budget ({e})", **kw)
             else:
+                why = self._stop_why.get(seg.goal_id)
                 self._emit(seg.goal_id, seg.sequence, STATE_CANCELLED,
-                           error="adapter shutting down" if self._shutting_down else "cancelled", **kw)
+                           error="adapter shutting down" if self._shutting_down
+                           else (f"stopped: {why}" if why else "cancelled"), **kw)
         elif isinstance(e, (SkillExecutionError, SkillError, RuntimeError)):
             msg = str(e) if not self._timed_out else f"timeout: {e}"
             self._emit(seg.goal_id, seg.sequence, STATE_FAILED, error=msg or type(e).__name__, **kw)
@@ -562,6 +608,7 @@ class AdapterCore:
         with self._cv:
             if run.seg.goal_id not in self._halts:
                 self._halts.append(run.seg.goal_id)
+            self._stop_why[run.seg.goal_id] = str(e)
         self._fail(run, SkillExecutionError(f"refused: {e}"))
 
     def _track_pose(self, call: SkillCall) -> None:
@@ -746,6 +793,9 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
                 return
         if topic is not None and msg.robot_id and msg.robot_id != core.robot_id:
             self.get_logger().warning(f"segment for '{msg.robot_id[:64]!r}' on {topic}: ignored")
+            return
+        if msg.sequence == HEARTBEAT_SEQUENCE and not msg.cancel:
+            core.renew_lease()  # the planner's lease (llm_planner_node/core/link.py): nothing to run
             return
         core.submit(segment_from_msg(msg))
 

@@ -68,7 +68,7 @@ def test_specs_carry_defaults_types_ranges_choices_and_read_only(fleet):
     assert specs["engine.enforce_eager"].type is bool
     assert specs["robots.ids"].type is list and specs["robots.ids"].default == [r.id for r in fleet.robots]
     assert specs["policy"].choices == tuple(policy_names())
-    assert specs["engine.kind"].choices == ("vllm", "remote", "sim")
+    assert specs["engine.kind"].choices == ("vllm", "remote", "sim", "scripted")
     assert specs["engine.dtype"].choices == DTYPES
     assert specs["batching.mode"].choices == ("adaptive", "fixed")
     assert specs["robots.tello_1.kind"].choices == ROBOT_KINDS
@@ -77,7 +77,7 @@ def test_specs_carry_defaults_types_ranges_choices_and_read_only(fleet):
     runtime = {n for n, s in specs.items() if not s.read_only}
     assert runtime == set(RUNTIME_NAMES) | {n for n in specs if n.startswith("tuf_presets.")}
     assert specs["robot_timeout_s"].constraints() == "> 0 (seconds)"
-    assert specs["engine.kind"].constraints() == "one of: vllm, remote, sim; read-only while the node runs"
+    assert specs["engine.kind"].constraints() == "one of: vllm, remote, sim, scripted; read-only while the node runs"
 
 
 def test_round_trip_of_the_shipped_yaml(fleet):
@@ -157,7 +157,7 @@ def test_from_flat_reports_robot_mistakes_by_parameter_name(fleet):
         from_flat({**flat, "robots.ids": [*flat["robots.ids"], "extra"]})
     with pytest.raises(ParamError, match=r"^robots\.ghost\.kind: robot 'ghost' is not in robots\.ids"):
         from_flat({**flat, "robots.ghost.kind": "arm"})
-    with pytest.raises(ParamError, match=r"^engine\.kind must be one of vllm, remote, sim, got 'tpu'$"):
+    with pytest.raises(ParamError, match=r"^engine\.kind must be one of vllm, remote, sim, scripted, got 'tpu'$"):
         from_flat({**flat, "engine.kind": "tpu"})
     with pytest.raises(ParamError, match=r"^policy 'timelylm' is not a known policy \(did you mean 'timelyllm'\?\)$"):
         from_flat({**flat, "policy": "timelylm"})

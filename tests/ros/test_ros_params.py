@@ -57,7 +57,7 @@ def test_yaml_values_are_the_defaults(ros_context, fleet):
         assert not d.read_only and "> 0 (seconds)" in d.additional_constraints and not d.floating_point_range
         d = node.describe_parameter("network_latency_s")
         assert d.floating_point_range[0].from_value == 0.0
-        assert "one of: vllm, remote, sim" in node.describe_parameter("engine.kind").additional_constraints
+        assert "one of: vllm, remote, sim, scripted" in node.describe_parameter("engine.kind").additional_constraints
         assert node.describe_parameter("tuf_presets.urgent.alpha").floating_point_range[0].to_value == 0.0
     finally:
         node.destroy_node()
@@ -107,7 +107,7 @@ def test_params_file_parameter_names_the_yaml(ros_context, tmp_path):
 
 @pytest.mark.parametrize("args, sentence", [
     (["-p", "robot_timeout_s:=-2.0"], "robot_timeout_s must be > 0 (seconds), got -2.0"),
-    (["-p", "engine.kind:=tpu"], "engine.kind must be one of vllm, remote, sim, got 'tpu'"),
+    (["-p", "engine.kind:=tpu"], "engine.kind must be one of vllm, remote, sim, scripted, got 'tpu'"),
     (["-p", "max_tokens:=abc"], "max_tokens must be a number, got 'abc'"),
     (["-p", "engine.block_size:=48"], "engine.block_size must be a multiple of 32 (vLLM CPU), got 48"),
     (["-p", "robots.ids:=[tello_1, boat_1]"], "robots.boat_1.kind is not set"),

@@ -1,0 +1,95 @@
+"""The planner's lease, as an operator meets it: `timely-fleet up --only planner` and `up --only
+adapters` as separate processes (the default fleet's drone on djitellopy + the Tello SDK
+simulator in its network namespace, the arm on the neuromeka client + the fake IndyDCP3
+servicer), goals sent with `timely-fleet goal`, the planner SIGKILLed while both robots execute.
+Each adapter stops its robot within lease_s + 1 s of the planner's death and reports `stopped:
+planner lost`; `timely-fleet goal` says the planner is gone instead of waiting out its timeout."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from test_first_user import Up
+
+pytestmark = pytest.mark.ros
+
+ROOT = Path(__file__).resolve().parents[2]
+TF = [sys.executable, "-m", "llm_planner_node.cli"]
+LEASE_S = 3.0
+
+
+def _goal(robot: str, instruction: str) -> subprocess.Popen:
+    return subprocess.Popen([*TF, "goal", robot, instruction, "--timeout", "120"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def test_adapters_stop_their_robots_when_the_planner_dies(ros_context):
+    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        pytest.skip("network namespaces (iproute2) are needed for the Tello SDK simulator")
+    import rclpy
+    from timely_fleet.msg import RobotStatus
+
+    from llm_planner_node.ros_messages import STATUS_QOS
+
+    statuses: list[tuple[float, RobotStatus]] = []
+    node = rclpy.create_node("lease_watch", context=ros_context)
+    node.create_subscription(RobotStatus, "/robot_status", lambda m: statuses.append((time.monotonic(), m)), STATUS_QOS)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    spin = threading.Thread(target=ex.spin, daemon=True)
+    spin.start()
+    adapters = Up("--only", "adapters")
+    planner = Up("--only", "planner", "--engine", "sim")
+    goals = []
+    try:
+        adapters.wait_ready(120)
+        planner.wait_ready(120)
+        goals = [_goal("indy_1", "clean the desk"), _goal("tello_1", "check the book on the cabinet")]
+        # both robots executing their plans (the arm's takes about a minute in real time)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            executing = {m.robot_id for _t, m in statuses if m.state == RobotStatus.STATE_EXECUTING}
+            if {"indy_1", "tello_1"} <= executing:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"robots never executed: {[(m.robot_id, m.state, m.error) for _t, m in statuses][-20:]}")
+        time.sleep(1.0)
+        os.killpg(planner.proc.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        planner.proc.wait()
+        outs = [g.communicate(timeout=60)[0] for g in goals]
+        deadline = time.monotonic() + LEASE_S + 5
+        while time.monotonic() < deadline:
+            stopped = {m.robot_id: t for t, m in statuses if t > killed_at and "planner lost" in m.error}
+            if {"indy_1", "tello_1"} <= set(stopped):
+                break
+            time.sleep(0.1)
+    finally:
+        for g in goals:
+            if g.poll() is None:
+                g.kill()
+        log = adapters.stop()
+        planner.stop()
+        ex.shutdown()
+        node.destroy_node()
+    print({r: round(t - killed_at, 2) for r, t in stopped.items()}, "s from the kill to `stopped: planner lost`")
+    for robot in ("indy_1", "tello_1"):
+        assert robot in stopped, (robot, [(m.robot_id, m.state, m.error) for _t, m in statuses][-30:], log[-2000:])
+        # stopped within the lease + 1 s of the planner's death
+        assert stopped[robot] - killed_at <= LEASE_S + 1.0, (robot, stopped[robot] - killed_at)
+    # the robots were brought to idle: the arm stopped, the drone hovers (its 'stop' answered)
+    idle = {m.robot_id: m.error for _t, m in statuses if m.state == RobotStatus.STATE_IDLE and "planner lost" in m.error}
+    assert set(idle) == {"indy_1", "tello_1"}, idle
+    assert "Traceback" not in log
+    for out in outs:
+        assert re.search(r"the planner is gone", out), out[-1500:]

@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -157,3 +159,208 @@ def test_bench_plans_end_to_end_on_the_shipped_model(tmp_path):
     assert grammar["invalid_plan"] == 0 and grammar["truncated"] == 0 and grammar["executed_ok"] == 6
     assert grammar["tokens_per_s"] > 0 and grammar["first_segment_s_median"] > 0
     assert "embedded" in p.stdout and "grammar" in p.stdout and "free" in p.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# --ablation: each row's prompt options and plan limits reach the prompt builder and the engine
+# ---------------------------------------------------------------------------------------------
+class _Clock:
+    def now(self) -> float:
+        return 1.0
+
+
+class _Tokenizer:
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids)
+
+
+class _FakeEngine:
+    """Records every GenerationSpec; writes a fixed plan per robot kind at once."""
+
+    def __init__(self, plans):
+        self.plans, self.specs, self.queue = plans, [], []
+        self.clock, self.tokenizer = _Clock(), _Tokenizer()
+
+    def count_prompt_tokens(self, prompt):
+        return len(prompt)
+
+    def add(self, spec):
+        self.specs.append(spec)
+        self.queue.append(spec)
+
+    def step(self):
+        from llm_planner_node.core.engine_api import FinishedEvent, TokensEvent
+
+        out = []
+        for spec in self.queue:
+            ids = tuple(ord(c) for c in self.plans[spec.robot_kind])
+            out += [TokensEvent(spec.gen_id, 1.0, len(ids), token_ids=ids), FinishedEvent(spec.gen_id, 1.0, "eos")]
+        self.queue = []
+        return out
+
+    def resume(self, gen_id, priority=0):
+        pass
+
+    def abort(self, gen_id):
+        pass
+
+
+def _ablation_run(model="smollm2-135m-instruct", chat=True, kinds=("drone", "arm"), max_tokens=None):
+    from llm_planner_node.bench import plans_bench as pb
+    from llm_planner_node.engines.factory import vllm_prompt_builder
+    from llm_planner_node.params import load_params
+
+    params = load_params(check=False)
+    every = pm.load_instructions(DEFAULT_INSTRUCTIONS)
+    items = [it for k in kinds for it in [x for x in every if x.kind == k][:3]]
+    objects = pb.bench_objects(params.robots, every)
+    calls = []  # (options, instruction, kind, objects) of every prompt built
+
+    def make_builder(options):
+        if not chat:
+            return vllm_prompt_builder
+
+        def build(instruction, kind, skill_set, objects=()):
+            calls.append((options, instruction, kind, tuple(objects)))
+            return [0] * (100 + 10 * options.examples)  # a prompt of known length
+        return build
+
+    engine = _FakeEngine({"drone": "mu,100;lnd;", "arm": "home(); pick(apple); home();"})
+    engine_params = SimpleNamespace(max_model_len=2048, model=model)
+    runs, skipped = pb.run_model(model, engine_params, params.planner, items, (True, False), engine=engine,
+                                 max_tokens=max_tokens, ablation=True, objects=objects, make_builder=make_builder,
+                                 progress=False)
+    return pb, params, objects, runs, skipped, engine, calls
+
+
+def test_each_ablation_row_builds_its_prompt_options_and_plan_limits():
+    from llm_planner_node.planner_model.prompt import PromptOptions
+
+    pb, params, objects, runs, skipped, engine, calls = _ablation_run()
+    assert [(r["ablation"], r["constrained"]) for r in runs] == [
+        ("full", True), ("full", False), ("no_descriptions", True), ("no_objects", True), ("no_examples", True),
+        ("loose_bounds", True)]
+    full = PromptOptions()
+    want_options = {"full": full, "no_descriptions": PromptOptions(descriptions=False),
+                    "no_objects": PromptOptions(objects=False), "no_examples": PromptOptions(examples=0),
+                    "loose_bounds": full}
+    loose = pb.loose_limits()
+    assert loose["arm"] == pb.LOOSE_BOUNDS == pm_limits(64, 16, 1000, 4, 8, 64, 200)
+    assert loose["minispec"] == pm_limits(pb.LOOSE_MINISPEC_STATEMENTS, 16, 1000, 4, 8, 64, 200)
+    # the rows' specs, in run order (warm-up generations have ids >= 5,000,000)
+    specs = [s for s in engine.specs if s.gen_id < 5_000_000]
+    assert objects["arm"] and objects["drone"] == ()
+    k = 0
+    for r in runs:
+        n = r["instructions"]
+        row_specs = specs[k:k + n]
+        k += n
+        assert r["prompt_options"] == asdict(want_options[r["ablation"]])
+        for s in row_specs:
+            lang = "minispec" if s.robot_kind == "drone" else "arm"
+            want = loose[lang] if r["ablation"] == "loose_bounds" else params.planner.plan_limits[lang]
+            assert s.plan_limits == want, (r["ablation"], lang)
+            assert s.objects == objects[s.robot_kind]  # the grammar keeps the robot's objects in every row
+            assert s.sampling == params.planner.sampling.get(lang)
+            if r["constrained"]:
+                assert s.max_tokens == pb.node_max_tokens(params.planner.max_tokens, s.robot_kind, grammar=True,
+                                                          limits=want, objects=objects[s.robot_kind],
+                                                          prompt_tokens=len(s.prompt), max_model_len=2048)
+                assert s.max_tokens > params.planner.max_tokens
+            else:
+                assert s.max_tokens == params.planner.max_tokens
+        assert r["plan_limits"]["arm"] == asdict(loose["arm"] if r["ablation"] == "loose_bounds"
+                                                 else params.planner.plan_limits["arm"])
+    assert k == len(specs)
+    # the prompt builder got each row's options and the robot's objects for every instruction
+    by_options = {}
+    for options, instruction, kind, objs in calls:
+        by_options.setdefault(options, set()).add(kind)
+        assert objs == objects[kind]
+    assert set(by_options) == set(want_options.values())
+    assert by_options[PromptOptions(objects=False)] == {"arm"}  # drones list no objects: not re-run
+    no_objects = next(r for r in runs if r["ablation"] == "no_objects")
+    assert set(no_objects["per_kind"]) == {"arm"} and no_objects["instructions"] == 3
+    assert [(s["ablation"], s["kinds"]) for s in skipped] == [("no_objects", ["drone"])]
+    for r in runs:
+        assert r["valid"] == r["instructions"] and "failure_kinds" in r
+        json.dumps(r)
+
+
+def pm_limits(s, d, loop, v, c, name, string):
+    from llm_planner_node.core.plan_limits import PlanLimits
+
+    return PlanLimits(max_statements=s, max_depth=d, max_loop=loop, max_vars=v, max_conditions=c,
+                      max_name_chars=name, max_string_chars=string)
+
+
+def test_a_model_without_chat_template_runs_only_full_and_loose_bounds():
+    pb, params, objects, runs, skipped, engine, calls = _ablation_run(model="embedded", chat=False)
+    assert [(r["ablation"], r["constrained"]) for r in runs] == [("full", True), ("full", False),
+                                                                 ("loose_bounds", True)]
+    assert [s["ablation"] for s in skipped] == ["no_descriptions", "no_objects", "no_examples"]
+    assert all("no chat template" in s["reason"] for s in skipped) and runs[0]["prompt_options"] is None
+
+
+def test_the_planner_model_has_no_examples_to_switch_off():
+    pb, params, objects, runs, skipped, engine, calls = _ablation_run(model="smollm2-135m-planner", kinds=("drone",))
+    assert [r["ablation"] for r in runs] == ["full", "full", "no_descriptions", "loose_bounds"]
+    assert {s["ablation"] for s in skipped} == {"no_examples", "no_objects"}
+    assert {c[0].examples for c in calls} == {0}
+
+
+def test_a_fixed_max_tokens_applies_to_every_row():
+    *_, engine, _ = _ablation_run(max_tokens=64)
+    assert {s.max_tokens for s in engine.specs} == {64}
+
+
+def test_the_prompt_builder_is_the_nodes_with_the_rows_options(monkeypatch):
+    from llm_planner_node.bench import plans_bench as pb
+    from llm_planner_node.engines import factory, vllm_engine
+    from llm_planner_node.planner_model.prompt import PromptOptions, prompt_options_for
+
+    got = []
+    monkeypatch.setattr(factory, "chat_template_prompt_builder", lambda path, options=None: got.append((path, options))
+                        or (lambda *a, **k: [1]))
+    monkeypatch.setattr(vllm_engine, "resolve_model_path", lambda m: f"/models/{m}")
+    params = SimpleNamespace(kind="vllm", model="smollm2-135m-instruct")
+    node = factory.prompt_builder_for(params)
+    ours = pb.prompt_builder(params, prompt_options_for("smollm2-135m-instruct"))
+    assert got[0] == got[1] == ("/models/smollm2-135m-instruct", PromptOptions())
+    assert node("x", "drone", "tello_minispec") == ours("x", "drone", "tello_minispec")
+    pb.prompt_builder(params, PromptOptions(descriptions=False))
+    assert got[-1] == ("/models/smollm2-135m-instruct", PromptOptions(descriptions=False))
+    assert pb.prompt_builder(SimpleNamespace(kind="vllm", model="embedded"), PromptOptions()) \
+        is factory.vllm_prompt_builder
+
+
+def test_bench_objects_are_the_arms_workspace_and_what_the_instructions_name():
+    from llm_planner_node.bench.plans_bench import bench_objects
+    from llm_planner_node.params import load_params
+
+    params = load_params(check=False)
+    every = pm.load_instructions(DEFAULT_INSTRUCTIONS)
+    objs = bench_objects(params.robots, every)
+    indy = params.robot("indy_1").objects
+    assert set(indy) < set(objs["arm"]) and {"red_cup", "toolbox", "screwdriver", "pencil_case"} <= set(objs["arm"])
+    assert "table" not in objs["arm"]  # wipe's area is not an object argument
+    assert objs["drone"] == ()         # the fleet's drones list no objects
+
+
+def test_failure_kinds():
+    def kind(require, plan, k="drone", **kw):
+        return judge(planned(k, require, plan, **kw))["failure"]
+
+    assert kind([["move_up", 100]], "mu,50;") == "wrong number: move_up"
+    assert kind([["move_up", 100]], "mu,20;", max_calls=3) == "wrong number: move_up"
+    assert kind([["move_forward", 200]], "mf,20;") == "wrong unit: move_forward"
+    assert kind([["move_up", 100]], "md,100;") == "wrong direction: move_up"
+    assert kind([["move_up", 100]], "tp;") == "wrong skill: move_up"
+    assert kind([["takeoff"], ["move_up", 100], ["land"]], "to;mu,100;") == "missing step: land"
+    assert kind([["move_up", 100], ["land"]], "lnd;mu,100;") == "wrong order: land"
+    assert kind([["pick", "apple"]], "home(); pick(pear); home();", "arm") == "wrong object: pick"
+    assert kind([["wipe"]], "home(); pick(cup); wipe(desk); home();", "arm", forbid=["pick"]) == "forbidden: pick"
+    assert kind([["take_picture"]], "5{tp};", max_calls=3) == "too many calls"
+    assert kind([["land"]], "mu,100;", status="truncated") == "not valid: truncated"
+    assert kind([["land"]], "", status="eos") == "not valid: empty plan"
+    assert judge(planned("drone", [["land"]], "lnd;")).get("failure") is None

@@ -64,6 +64,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench exec-model": ("execution-time model error and online convergence", "llm_planner_node.bench.exec_model_bench"),
     "eval": ("run policies on a workload (simulated or live) and report metrics", "llm_planner_node.evaluation.eval_cmd"),
     "report": ("recompute evaluation metrics from a rosbag2 recording or an eval JSON", "llm_planner_node.evaluation.report_cmd"),
+    "bench safety": ("adversarial plans, a planner killed mid-plan and an emergency stop against planner and adapters as separate processes", "llm_planner_node.bench.safety_bench"),
     "record": ("record planner goals, results, segments and robot status to a rosbag2", "llm_planner_node.evaluation.record_cmd"),
     "replay": ("re-send a recording's goals with their original timing to a running node", "llm_planner_node.evaluation.replay_cmd"),
     "paper": ("reproduce TimelyLLM's evaluation in the simulator (markdown report + figures)", "llm_planner_node.evaluation.paper"),

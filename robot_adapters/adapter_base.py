@@ -260,7 +260,9 @@ class AdapterCore:
         """Loop: stop the robot if it works for a planner that has gone silent."""
         with self._cv:
             self._lease_timer = None
-            busy = self._current is not None or any(g.pending for g in self._goals.values())
+            # executing, segments queued, or a goal still open (the robot waits for its next segment)
+            busy = self._current is not None or any(g.pending or (g.seen and not g.finished)
+                                                    for g in self._goals.values())
             if not busy or self.lease_s is None:
                 return  # re-armed by the next planner message
             silent = self.clock() - self._lease_at

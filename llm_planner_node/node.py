@@ -45,6 +45,7 @@ from timely_fleet.action import PlanTask
 from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus, SkillSegment
 from timely_fleet.srv import CancelPlan
 
+from . import operator_ros
 from .client import STATUS_NAMES
 from .core.clock import Clock
 from .core.engine_api import Engine
@@ -355,6 +356,7 @@ class PlannerNode(LifecycleNode):
         self._server.allow_cancel_all = params.security.allow_cancel_all
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
         self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self._goals_cb)
+        operator_ros.attach(self)  # planner/stop_robots, planner/approve (operator_ros.py)
         self.create_timer(1.0, self._publish_diagnostics)
         # the planner's lease (core/link.py): robots running a goal hear from it at least every
         # lease_s / 3 (a segment, a stop or a heartbeat), else their adapters stop them
@@ -673,7 +675,8 @@ class PlannerNode(LifecycleNode):
             values=[KeyValue(key=f"link {k}", value=str(v)) for k, v in link.items()]
             + [KeyValue(key="security.mode", value=self.params.security.mode)])
         self._diag_pub.publish(DiagnosticArray(header=self._header(now),
-                                               status=[engine_status, goals_status, robots_status]))
+                                               status=[engine_status, goals_status, robots_status,
+                                                       *operator_ros.diagnostics(self)]))
 
     @staticmethod
     def _header(stamp: Any) -> Any:

@@ -83,7 +83,9 @@ _ROBOT_DESCRIPTIONS = {"kind": "robot kind", "skill_set": "skill set the planner
                        "host": "address of real hardware (tello, indy adapters)",
                        "budget": "what one goal may make the robot do (YAML mapping: max_calls, max_translation_cm, "
                                  "max_rotation_deg, duration_factor, duration_floor_s, fence_cm); '' = the kind's default",
-                       "objects": "objects the robot knows (named in the prompt; the only object arguments its grammar admits)"}
+                       "objects": "objects the robot knows (named in the prompt; the only object arguments its grammar admits)",
+                       "approval": "segments an operator must approve before dispatch (YAML mapping: skills, all, "
+                                   "timeout_s); '' = none"}
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,8 @@ def _choices(name: str) -> tuple[str, ...] | None:
 
 def _spec(name: str, f: Any, default: Any, description: str) -> ParamSpec:
     typ = _SIMPLE_TYPES.get(f.type) if isinstance(f.type, str) else f.type
-    if f.type == "Budget | None":  # robots.<id>.budget: the YAML mapping in flow style ('' = the kind's default)
+    if f.type in ("Budget | None", "Approval | None"):  # robots.<id>.budget/approval: the YAML mapping in flow
+        # style ('' = the kind's default budget, no approval)
         return ParamSpec(name=name, type=str, default=_budget_text(default), description=description, read_only=True)
     if f.type == "tuple[str, ...]":  # engine.servers: a string array
         return ParamSpec(name=name, type=list, default=list(default), description=description, read_only=True)
@@ -286,7 +289,7 @@ def from_flat(flat: Mapping[str, Any]) -> FleetParams:
         if parts[0] == "robots" and len(parts) == 3:
             if parts[1] not in robots:
                 raise ParamError(f"{name}: robot '{parts[1]}' is not in {ROBOT_IDS} {ids}: add it there first")
-            if parts[2] == "budget":
+            if parts[2] in ("budget", "approval"):
                 import yaml
 
                 value = (yaml.safe_load(value) or None) if isinstance(value, str) else value

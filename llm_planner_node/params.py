@@ -29,6 +29,7 @@ import yaml
 
 from .core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ROBOT_KINDS
 from .core.budgets import Budget, budget_for
+from .core.approval import Approval, approval_from
 from .core.plan_limits import DEFAULT_PLAN_LIMITS, PlanLimits
 from .core.sampling import DEFAULT_SAMPLING, Sampling
 
@@ -129,6 +130,8 @@ class RobotParams:
     objects: tuple[str, ...] = ()
     #: what one goal may make the robot do (core/budgets.py; None: the robot kind's default)
     budget: Budget | None = None
+    #: segments that wait for an operator's approval before dispatch (core/approval.py; None: none)
+    approval: Approval | None = None
 
     @property
     def effective_budget(self) -> Budget:
@@ -171,7 +174,7 @@ _PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_pre
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
                       "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
                       "plan_limits", "sampling")
-_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget")
+_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval")
 PLAN_LANGUAGES = ("minispec", "arm", "chat")
 _BATCHING_KEYS = ("mode", "max_batch")
 
@@ -205,12 +208,12 @@ class SecurityParams:
     cancel_operator_keys_sha256: str = ""
     #: honour "cancel every goal" requests (an all-zero goal id) on the action's cancel service
     allow_cancel_all: bool = False
-
-
-@dataclass(frozen=True)
     #: the planner's lease (core/link.py): an adapter whose robot is executing and that heard
     #: nothing from its planner for this long stops the robot ("stopped: planner lost"); 0 = off
     lease_s: float = _rule(3.0, ge=0, unit="seconds")
+
+
+@dataclass(frozen=True)
 class FleetParams:
     planner: PlannerParams
     robots: tuple[RobotParams, ...]
@@ -458,7 +461,14 @@ def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> Fl
                 budget = budget_for(kind).merged(_mapping(r["budget"], f"{where}.budget", "max_calls, fence_cm, ..."))
             except (TypeError, ValueError) as e:
                 raise ParamError(f"{where}.budget: {e}") from None
-        robots.append(RobotParams(rid, kind, skill_set, adapter, host, tuple(o.strip() for o in objects), budget))
+        approval = None
+        if r.get("approval") is not None:
+            try:
+                approval = approval_from(r["approval"], DEFAULT_SKILL_SETS[skill_set])
+            except ValueError as e:
+                raise ParamError(f"{where}.approval: {e}") from None
+        robots.append(RobotParams(rid, kind, skill_set, adapter, host, tuple(o.strip() for o in objects), budget,
+                                  approval))
     return FleetParams(planner=planner, robots=tuple(robots), security=security)
 
 

@@ -40,6 +40,7 @@ from .core.budgets import StaticBudget
 from .grammar import build_plan_grammar, language_for, longest_plan_chars
 from .segmenters.plan_cost import segment_cost
 from .params import SIM_ENGINES, FleetParams
+from .operator_control import OperatorControl
 
 # RobotStatus.STATE_* (the adapters' states)
 IDLE, RECEIVED, EXECUTING, DONE, FAILED, CANCELLED = range(6)
@@ -188,6 +189,7 @@ class PlannerService:
                                config=PlannerConfig(network_latency_s=pp.network_latency_s),
                                predictor=predictor_for(policy, pp.engine))
         self.planner.segment_check = self._budget_check
+        self.operator = OperatorControl(self)  # operator stops and approvals (operator_control.py)
         self.delivery = SegmentDelivery(ack_timeout_s, max_resends, pp.robot_timeout_s)
         self.health = EngineHealth()
         self.counters: Counter[str] = Counter()
@@ -450,13 +452,13 @@ class PlannerService:
             self._busy[robot_id] = goal_id
             return None
 
-    def _release(self, robot_id: str, goal_id: str) -> None:
-        with self._busy_lock:
     def active_goals(self) -> dict[str, str]:
         """robot id -> the goal it runs now (a copy; any thread)."""
         with self._busy_lock:
             return dict(self._busy)
 
+    def _release(self, robot_id: str, goal_id: str) -> None:
+        with self._busy_lock:
             if self._busy.get(robot_id) == goal_id:
                 del self._busy[robot_id]
 
@@ -519,6 +521,8 @@ class PlannerService:
         # a report that does not match the goal (another robot, a segment never dispatched)
         # changes nothing: no last_heard, no acknowledgement, no recorded failure
         if req is None or req.goal.robot_id != st.robot_id or not 0 <= k < len(req.dispatched_at):
+            if req is None and self.delivery.owes_stop(st.goal_id, st.robot_id):
+                return  # a stopped goal's last reports (its segments cancelled), before the IDLE
             self.status_drops["does not match a goal in flight"] += 1
             return
         now = self.clock.now()
@@ -560,6 +564,8 @@ class PlannerService:
 
     def dispatch(self, request: Request, segment: Segment) -> None:
         g = self._goals[request.id]
+        if self.operator.hold(g.goal_id, request, segment):  # waits for an operator's approval
+            return
         final = segment.final or (request.state is GenState.GENERATED
                                   and segment.index == len(request.segments) - 1)
         msg = self.ports.segment(g.goal_id, request, segment.index, final)
@@ -704,6 +710,7 @@ class PlannerService:
     def _check_robots(self, now: float) -> None:
         """Re-send unacknowledged segments and owed stops; time out adapters that went silent."""
         self._flood_check(now)
+        self.operator.check(now)  # approvals: time-outs, decisions, held goals' silence clocks
         owes = {}
         for rid, g in self._goals.items():
             req = self.planner.requests[rid]

@@ -47,7 +47,7 @@ def test_messages_carry_skills_rules_examples_and_the_instruction():
     assert ("user", "descend 40 cm") not in [(m["role"], m["content"]) for m in msgs[:1]]
     # the same system message for every goal of a robot (prefix cache); the examples differ
     land = chat_messages("land", "drone", ss)
-    assert land[0] == system and land[-2] == {"role": "assistant", "content": "land();"}
+    assert land[0] == system and any("land();" in m["content"] for m in land if m["role"] == "assistant")
     arm = chat_messages("clean the desk", "arm", DEFAULT_SKILL_SETS["indy7_arm"], objects=["Red box", "cup"])
     assert "- pick(object): grasp an object" in arm[0]["content"]
     assert "Known objects: cup, red_box." in arm[0]["content"]

@@ -33,9 +33,10 @@ class ArgSpec:
     optional: bool = False
     unit: str = ""
 
-    #: Argument names that name a thing in the robot's scene: with a list of known objects, the
-    #: plan grammar admits only those names there (``llm_planner_node/grammar.py``).
-    OBJECT_ARGS = ("object", "target")
+    #: Argument names that name a thing in the robot's scene (an arm wipes an area it finds in its
+    #: workspace, as it picks objects): with a list of known objects, the plan grammar admits only
+    #: those names there (``llm_planner_node/grammar.py``).
+    OBJECT_ARGS = ("object", "target", "area")
 
     @property
     def is_object(self) -> bool:

@@ -39,13 +39,12 @@ import time
 import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .core.approval import Approval
 from .core.task_model import Request, Segment
+from .core.text import KNOWN_ROBOTS_LISTED, safe_text
 
-if TYPE_CHECKING:
-    from .planner_service import PlannerService
 
 #: Start of the text of an action feedback message that says a segment waits for an operator.
 NOTICE_PREFIX = "waiting for approval of segment"
@@ -65,8 +64,6 @@ _TIMED_OUT = ""  # the "operator" of a decision taken by the time-out
 def operator_name(name: str) -> str:
     """An operator's name for the record: stripped, bounded, control characters escaped; 'unnamed'
     when empty."""
-    from .planner_service import safe_text
-
     return safe_text(name.strip(), OPERATOR_MAX_CHARS) if name.strip() else "unnamed"
 
 
@@ -98,7 +95,7 @@ class StopOutcome:
 class OperatorControl:
     """Stops and approvals of one planner service (see the module docstring)."""
 
-    def __init__(self, service: "PlannerService") -> None:
+    def __init__(self, service: Any) -> None:
         self.service = service
         self._rules: dict[str, Approval] = {r.id: r.approval for r in service.params.robots
                                             if getattr(r, "approval", None) is not None}
@@ -156,7 +153,6 @@ class OperatorControl:
     # -- stop (any thread) -------------------------------------------------------------------------
     def stop(self, robot_ids: list[str], everyone: bool, operator: str, wait_s: float = 2.0) -> StopOutcome:
         """Stop these robots (or every robot of the fleet) now; see the module docstring."""
-        from .planner_service import KNOWN_ROBOTS_LISTED, safe_text
 
         who = operator_name(operator)
         fleet = [r.id for r in self.service.params.robots]
@@ -246,7 +242,6 @@ class OperatorControl:
         return True
 
     def _wait(self, h: _Hold, req: Request, seg: Segment, why: str) -> None:
-        from .planner_service import safe_text
 
         now = self.service.clock.now()
         with self._lock:
@@ -280,7 +275,6 @@ class OperatorControl:
     def decide(self, goal_ref: str, approve: bool, operator: str) -> tuple[bool, str]:
         """An operator approves or denies the segment a goal waits with (``goal_ref``: its id or
         an unambiguous prefix of at least 8 hex digits). ``(accepted, one sentence)``."""
-        from .planner_service import safe_text
 
         who = operator_name(operator)
         ref = goal_ref.strip().lower()
@@ -308,7 +302,6 @@ class OperatorControl:
 
     def _apply(self, goal_id: str) -> None:
         """Scheduler thread: carry out the decision taken for a held goal (once)."""
-        from .planner_service import safe_text
 
         with self._lock:
             h = self._holds.get(goal_id)

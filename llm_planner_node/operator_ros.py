@@ -19,7 +19,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from .planner_service import safe_text
+from .core.text import safe_text
 
 #: Longest the stop service waits for the scheduler thread to have stopped the robots (s).
 STOP_WAIT_S = 2.0

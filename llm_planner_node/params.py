@@ -182,8 +182,7 @@ _BATCHING_KEYS = ("mode", "max_batch")
 def sim_only_policies() -> tuple[str, ...]:
     """Policies that need per-segment length predictions only the simulated engine provides
     (the node refuses them on vLLM: :func:`llm_planner_node.engines.factory.predictor_for`)."""
-    from .core.policies import get_policy, policy_names
-    from .engines.factory import LIVE_PREDICTORS
+    from .core.policies import LIVE_PREDICTORS, get_policy, policy_names
 
     return tuple(n for n in policy_names()
                  if n not in LIVE_PREDICTORS and get_policy(n).make_predictor() is not None)
@@ -233,13 +232,15 @@ class FleetParams:
                              "(`timely-fleet serve-engine` starts a server and prints its URL)")
         if engine.kind in SIM_ENGINES:
             return self
-        from .models import model_names
-
-        if engine.model != "embedded" and engine.model not in model_names() and not engine.model.endswith(".gguf"):
-            path = Path(engine.model).expanduser()
+        path = Path(engine.model).expanduser()
+        # a bare name is a registry model (`timely-fleet models`): models.py resolves it (and names
+        # the known ones if it is none) when the engine is built; a .gguf file is converted then
+        registry_name = "/" not in engine.model and not path.exists()
+        if engine.model != "embedded" and not registry_name and not engine.model.endswith(".gguf"):
             if not path.is_dir():
                 raise ParamError(f"planner.engine.model {engine.model!r} is not a directory: give 'embedded' "
-                                 "(the shipped planner model) or a Hugging Face model directory")
+                                 "(the shipped planner model), a model name of `timely-fleet models` or a "
+                                 "Hugging Face model directory")
             if not (path / "config.json").is_file():
                 raise ParamError(f"planner.engine.model {engine.model!r} has no config.json: give 'embedded' "
                                  "or a Hugging Face model directory")

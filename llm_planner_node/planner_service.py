@@ -26,6 +26,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from .core.clock import Clock, WallClock
+from .core.text import KNOWN_ROBOTS_LISTED, safe_text  # noqa: F401 (re-exported for the node)
 from .core.engine_api import Engine, GenerationSpec
 from .core.execution_time import ExecutionTimeModel, TimeScaledEstimator
 from .core.planner import Planner, PlannerConfig
@@ -49,8 +50,6 @@ IDLE, RECEIVED, EXECUTING, DONE, FAILED, CANCELLED = range(6)
 MAX_SKILL_S = 3600.0
 #: Bounds on untrusted identifiers (robot id, goal id, skill-set id, skill names).
 MAX_ID_CHARS = 64
-#: Robot ids quoted in an "unknown robot" rejection (a fleet of 1,000 would make it 10 KB).
-KNOWN_ROBOTS_LISTED = 20
 MAX_ERROR_CHARS = 1000
 #: Bounds on a goal's TUF: sane for any robot task, and far from float overflow in the priority
 #: arithmetic (Eq. 4 divides by the slack and multiplies by alpha).
@@ -70,12 +69,6 @@ COMMAND_SLICE = 8
 ENGINE_RETRY_S = 5.0
 #: Goals accepted but not yet ended; beyond this, new goals are refused at once.
 PENDING_GOALS_MAX = 2_000
-
-
-def safe_text(text: str, limit: int = 80) -> str:
-    """An untrusted string for a log line or message: bounded, control characters escaped."""
-    t = text if len(text) <= limit else text[:limit] + f"...(+{len(text) - limit} chars)"
-    return t if t.isprintable() else t.encode("unicode_escape").decode("ascii")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..core.clock import Clock
 from ..core.engine_api import Engine, EngineEvent
+from ..core.policies import LIVE_PREDICTORS
 from ..params import CONSTRAINED_DECODING, SIM_ENGINES, EngineParams, PlannerParams
 from .sim_engine import SimEngine, SimEngineConfig
 
@@ -90,7 +91,7 @@ def _sim_chat_prompt(instruction: str, story: str) -> object:
     import math
 
     from ..core.skills import CHAT
-    from ..evaluation.traces import CHAT_PREFIX_TOKENS, TOKENS_PER_WORD, chat_segments
+    from ..sim.stories import CHAT_PREFIX_TOKENS, TOKENS_PER_WORD, chat_segments
     from .sim_engine import SimPrompt
 
     task_tokens = max(1, math.ceil(TOKENS_PER_WORD * len(instruction.split()))) + 16
@@ -102,7 +103,7 @@ def _chat_workload_story(instruction: str) -> str | None:
     a story composed from the prompt, the same for the same prompt."""
     import numpy as np
 
-    from ..evaluation.traces import CHAT_PROMPTS, compose_story
+    from ..sim.stories import CHAT_PROMPTS, compose_story
     from ..planner_model.known import normalize_instruction
 
     key = normalize_instruction(instruction)
@@ -186,8 +187,6 @@ def scripted_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str
         raise ValueError(f"the scripted engine cannot write this plan: {e}") from None
 
 
-#: Live length predictors (on the planner model) for the length-aware policies.
-LIVE_PREDICTORS = {"trail": "trail_probe", "hybrid": "trail_probe", "ltr": "ltr_ranker"}
 
 
 def predictor_for(policy: Any, params: EngineParams) -> Any:

@@ -14,6 +14,7 @@ from .base import (
     get_segmenter,
     segment_all,
 )
+from . import arm, chat, minispec  # noqa: F401,E402 - each registers its segmenter (base imports none)
 
 __all__ = [
     "SEGMENTER_NAMES",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.skills import SkillSet
-from .base import PlanSyntaxError, Repair, Segment, Segmenter, check_call
+from .base import PlanSyntaxError, Repair, Segment, Segmenter, check_call, register_segmenter
 from .minispec import Call, _lex
 
 __all__ = ["ArmSegmenter", "parse_arm_plan", "parse_arm_statement"]
@@ -187,3 +187,6 @@ class ArmSegmenter(Segmenter):
         if seg is not None:
             out.append(seg)
         return out
+
+
+register_segmenter("arm", ArmSegmenter)

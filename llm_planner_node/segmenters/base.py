@@ -215,6 +215,16 @@ def check_call(
 
 
 SEGMENTER_NAMES = ("minispec", "arm", "chat-sentence", "chat-paragraph")
+#: name -> (skill set, constructor options) -> a new segmenter; each segmenter module registers
+#: its own (:func:`register_segmenter`, as policies register), so this module imports none of them
+_FACTORIES: dict[str, Any] = {}
+
+
+def register_segmenter(name: str, factory: Any) -> None:
+    """Make ``get_segmenter(name)`` build ``factory(skill_set, **opts)``."""
+    if name not in SEGMENTER_NAMES:
+        raise ValueError(f"segmenter {name!r} is not one of {SEGMENTER_NAMES}")
+    _FACTORIES[name] = factory
 _KIND_TO_SEGMENTER = {"drone": "minispec", "sim": "minispec", "arm": "arm", "chat": "chat-sentence"}
 
 
@@ -242,17 +252,7 @@ def get_segmenter(kind_or_name: str, skill_set: SkillSet | str | None = None, **
             skill_set = DEFAULT_SKILL_SETS[skill_set]
         except KeyError:
             raise ValueError(f"unknown skill set {skill_set!r}") from None
-    if name == "minispec":
-        from .minispec import MiniSpecSegmenter
-
-        return MiniSpecSegmenter(skill_set, **opts)
-    if name == "arm":
-        from .arm import ArmSegmenter
-
-        return ArmSegmenter(skill_set, **opts)
-    from .chat import ChatSegmenter
-
-    return ChatSegmenter(skill_set, mode="paragraph" if name == "chat-paragraph" else "sentence", **opts)
+    return _FACTORIES[name](skill_set, **opts)
 
 
 def segment_all(segmenter: Segmenter, pieces: Iterable[str]) -> list[Segment]:

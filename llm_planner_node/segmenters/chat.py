@@ -19,7 +19,7 @@ import re
 from typing import Literal as TLiteral
 
 from ..core.skills import SkillCall, SkillSet
-from .base import PlanSyntaxError, Repair, Segment, Segmenter, check_call
+from .base import PlanSyntaxError, Repair, Segment, Segmenter, check_call, register_segmenter
 
 ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof sr jr st mt vs etc e.g i.e eg ie cf al approx dept est fig inc ltd co corp
@@ -155,3 +155,7 @@ class ChatSegmenter(Segmenter):
 
 
 __all__ = ["ChatSegmenter", "ABBREVIATIONS", "PlanSyntaxError"]
+
+
+register_segmenter("chat-sentence", lambda skill_set, **opts: ChatSegmenter(skill_set, mode="sentence", **opts))
+register_segmenter("chat-paragraph", lambda skill_set, **opts: ChatSegmenter(skill_set, mode="paragraph", **opts))

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
 from ..core.skills import SkillCall, SkillSet
-from .base import PlanSyntaxError, Repair, Segment, Segmenter, UnsafePlanError, check_call
+from .base import PlanSyntaxError, Repair, Segment, Segmenter, UnsafePlanError, check_call, register_segmenter
 
 _SPAN = field(default=(0, 0), compare=False, repr=False)
 
@@ -759,3 +759,6 @@ def statement_boundaries(text: str, skill_set: SkillSet) -> list[int]:
         if p._is(";"):
             end = p._next().end
         ends.append(end)
+
+
+register_segmenter("minispec", MiniSpecSegmenter)

@@ -57,7 +57,7 @@ def test_report_into_a_closed_pipe_ends_quietly(tmp_path):
 def test_engine_model_that_does_not_exist(tmp_path):
     f = params_file(tmp_path, {"engine": {"model": "/nonexistent"}})
     sentence = (f"{f}: planner.engine.model '/nonexistent' is not a directory: give 'embedded' "
-                "(the shipped planner model) or a Hugging Face model directory")
+                "(the shipped planner model), a model name of `timely-fleet models` or a Hugging Face model directory")
     one_sentence(tf("eval", "--engine", "vllm", "--params", f, "--policy", "timelyllm", "--no-progress",
                     cwd=tmp_path), f"timely-fleet eval: {sentence}")
     # `up` (up.py prints its own ParamError line)

@@ -16,6 +16,11 @@ for _m in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_m.name}")
 
 
+#: Policies that run on a live engine with a length predictor of the planner model, and which one
+#: (``engines.factory.predictor_for`` builds it; the others need the simulator's predictions).
+LIVE_PREDICTORS = {"trail": "trail_probe", "hybrid": "trail_probe", "ltr": "ltr_ranker"}
+
+
 def policy_names() -> list[str]:
     return sorted(REGISTRY)
 
@@ -37,4 +42,4 @@ def get_policy(name: str, **params: object) -> Policy:
     return cls(**params)
 
 
-__all__ = ["Decision", "Policy", "get_policy", "policy_names", "register"]
+__all__ = ["LIVE_PREDICTORS", "Decision", "Policy", "get_policy", "policy_names", "register"]

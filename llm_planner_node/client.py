@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from .core.outcomes import STATUS_NAMES  # noqa: F401 (`goal` prints them; node and tools import them here)
+
 #: The built-in TUF presets (TimelyLLM 5.1: params.DEFAULT_TUF_PRESETS) as (ert_s, alpha, beta);
 #: `timely-fleet goal --urgency` reads the parameter file's planner.tuf_presets (:func:`tuf_for`).
 TUF_CLASSES = {"normal": (1.0, -2.0, 1.0), "urgent": (0.2, -6.67, 2.0)}
@@ -33,8 +35,6 @@ GOAL_ANSWER_S = 3.0      # no answer to a goal request after this long: find out
 GOAL_TRIES = 4
 FEEDBACK_GRACE_S = 2.0   # how long a goal's late feedback is still taken after its result
 
-STATUS_NAMES = {0: "SUCCEEDED", 1: "REJECTED", 2: "CANCELLED", 3: "INVALID_PLAN", 4: "ROBOT_FAILED",
-                5: "ENGINE_FAILED", 6: "TIMEOUT", 7: "TRUNCATED", 8: "SHED"}
 
 
 @dataclass

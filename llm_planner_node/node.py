@@ -46,7 +46,7 @@ from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus, 
 from timely_fleet.srv import CancelPlan
 
 from . import operator_ros
-from .client import STATUS_NAMES
+from .core.outcomes import STATUS_NAMES
 from .core.clock import Clock
 from .core.engine_api import Engine
 from .core.task_model import EndKind, Request

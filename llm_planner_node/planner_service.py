@@ -26,6 +26,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from .core.clock import Clock, WallClock
+from .core.outcomes import RobotState
 from .core.text import KNOWN_ROBOTS_LISTED, safe_text  # noqa: F401 (re-exported for the node)
 from .core.engine_api import Engine, GenerationSpec
 from .core.execution_time import ExecutionTimeModel, TimeScaledEstimator
@@ -44,7 +45,7 @@ from .params import SIM_ENGINES, FleetParams
 from .operator_control import OperatorControl
 
 # RobotStatus.STATE_* (the adapters' states)
-IDLE, RECEIVED, EXECUTING, DONE, FAILED, CANCELLED = range(6)
+IDLE, RECEIVED, EXECUTING, DONE, FAILED, CANCELLED = RobotState
 
 #: Longest plausible skill execution (s): a reported duration outside [0, this] is refused.
 MAX_SKILL_S = 3600.0

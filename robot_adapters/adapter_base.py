@@ -58,6 +58,7 @@ from typing import Any, Callable, Sequence
 from llm_planner_node.core.budgets import Budget, BudgetExceeded, BudgetMeter, budget_for, pose_after
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
+from llm_planner_node.core.outcomes import STATE_NAMES, RobotState
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 
 from .event_loop import EventLoop, Watchdog, default_loop
@@ -66,8 +67,7 @@ from .executor import SkillCancelled, SkillExecutionError, SkillExecutor
 log = logging.getLogger("timely_fleet.adapter")
 _VAR = re.compile(r"^_\d+$")
 
-STATE_IDLE, STATE_RECEIVED, STATE_EXECUTING, STATE_DONE, STATE_FAILED, STATE_CANCELLED = range(6)
-STATE_NAMES = {0: "idle", 1: "received", 2: "executing", 3: "done", 4: "failed", 5: "cancelled"}
+STATE_IDLE, STATE_RECEIVED, STATE_EXECUTING, STATE_DONE, STATE_FAILED, STATE_CANCELLED = RobotState
 
 
 @dataclass

@@ -123,16 +123,16 @@ from typing import Any, Callable
 
 import yaml
 
+from ..core.outcomes import STATUS_NAMES, ActionStatus, RobotState  # noqa: F401
+
 CLI = [sys.executable, "-m", "llm_planner_node.cli"]
 DRONE_TASKS = ("look for the cat", "check the book on the cabinet")
 ARM_TASKS = ("clean the desk", "desk cleaning", "object stacking")
 MALFORMED = ("unknown_robot", "ert_zero", "ert_nan", "alpha_positive", "empty_instruction",
              "oversize_instruction", "huge_robot_id", "ansi_robot_id")
 KINDS = ("forged_done", "forged_failed", "rogue_cancel", "cancel_all")
-STATUS_NAMES = {0: "SUCCEEDED", 1: "REJECTED", 2: "CANCELLED", 3: "INVALID_PLAN", 4: "ROBOT_FAILED",
-                5: "ENGINE_FAILED", 6: "TIMEOUT", 7: "TRUNCATED", 8: "SHED"}
-SUCCEEDED, REJECTED, CANCELLED, INVALID_PLAN, ROBOT_FAILED, ENGINE_FAILED, TIMEOUT = range(7)
-S_IDLE, S_RECEIVED, S_EXECUTING, S_DONE, S_FAILED, S_CANCELLED = range(6)
+SUCCEEDED, REJECTED, CANCELLED, INVALID_PLAN, ROBOT_FAILED, ENGINE_FAILED, TIMEOUT = list(ActionStatus)[:7]
+S_IDLE, S_RECEIVED, S_EXECUTING, S_DONE, S_FAILED, S_CANCELLED = RobotState
 ROGUE_NODE = "faults_rogue"
 FLOOD_NODE = "faults_rogue_flood"
 #: Keys the JSON always holds (the test checks them).

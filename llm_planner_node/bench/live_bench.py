@@ -414,7 +414,7 @@ class GoalArrivals:
 def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, timeout_s: float = 120.0,
                labels: dict[str, str] | None = None) -> NodeBurst:
     """Send ``goals`` at once through ``client``; wait for every result (at most ``timeout_s``)."""
-    from ..client import STATUS_NAMES
+    from ..core.outcomes import STATUS_NAMES
 
     cpu0 = thread_cpu()
     proc0 = time.process_time()

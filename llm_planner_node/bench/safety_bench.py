@@ -309,7 +309,7 @@ def _phase_plans(client: Any, rec: Any, kinds: dict[str, str], budgets: dict[str
     rows, dispatched_bad, executed_bad, fence_bad = [], 0, 0, 0
     poses: dict[str, tuple[float, float, float, float]] = {}  # a robot's position persists across its goals
     by_status: dict[str, int] = {}
-    from ..client import STATUS_NAMES
+    from ..core.outcomes import STATUS_NAMES
     from ..segmenters.plan_cost import segment_cost
 
     for robot, what, text, h, res in done:
@@ -452,7 +452,7 @@ def _phase_approvals(client: Any, rec: Recorder, kinds: dict[str, str], args: ar
         if answer is not None:
             subprocess.run([*TF, answer, h.goal_id], capture_output=True, text=True, timeout=30)
         res = h.result(30)
-        from ..client import STATUS_NAMES
+        from ..core.outcomes import STATUS_NAMES
 
         out[answer or "timeout"] = {"status": STATUS_NAMES.get(res.status, res.status), "message": res.message[:160],
                                     "segments_dispatched": len(h.feedback)}

@@ -60,6 +60,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, Union
 
+from .outcomes import FinishReason
 from .plan_limits import PlanLimits
 from .sampling import Sampling
 from .skills import SkillCall
@@ -133,11 +134,11 @@ class SegmentEvent:
 
 @dataclass(frozen=True)
 class FinishedEvent:
-    """Generation ended; ``reason`` is ``"eos"`` (plan complete) or ``"max_tokens"``."""
+    """Generation ended: the plan is complete (:attr:`FinishReason.EOS`) or cut at max_tokens."""
 
     gen_id: int
     t: float
-    reason: str
+    reason: FinishReason
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from .interfaces import ExecutionTimeEstimator
 from .policies import Policy
 from .policies.base import Pause
 from .predictors import LengthPredictor
+from .outcomes import FinishReason
 from .priority import waiting_time
 from .queue import GenerationQueue, QueueView, queue_row
 from .skills import SkillCall
@@ -374,7 +375,7 @@ class Planner:
             self._queue.remove(req.id)  # a preempted generation that finished before its suspend
             self._pinned.discard(req.id)
             req.transition(GenState.GENERATED)
-            req.truncated = ev.reason == "max_tokens"
+            req.truncated = ev.reason == FinishReason.MAX_TOKENS
             self._dispatch_pending(req)
             if not req.segments:
                 self._end(req, EndKind.INVALID_PLAN, f"plan has no executable segment ({ev.reason})")

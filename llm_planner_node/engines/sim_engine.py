@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..core.clock import Clock
+from ..core.outcomes import FinishReason
 from ..core.engine_api import (RETENTION_MODES, EngineEvent, FinishedEvent, GenerationSpec,
                                SegmentEvent, TokensEvent)
 from ..core.skills import SkillCall
@@ -326,14 +327,14 @@ class SimEngine:
                 events.append(SegmentEvent(gid, it.end, k, seg.text, seg.calls,
                                            tuple(range(start, g.generated)), stop, final=plan_done))
                 if plan_done:
-                    self._finish(g, events, it.end, "eos")
+                    self._finish(g, events, it.end, FinishReason.EOS)
                     continue
                 if stop:
                     self._running.pop(gid)
                     self._park(g)
                     continue
             if g.generated >= g.spec.max_tokens:
-                self._finish(g, events, it.end, "max_tokens")
+                self._finish(g, events, it.end, FinishReason.MAX_TOKENS)
         return events
 
     # ------------------------------------------------------------ simulation loop hooks

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..core.clock import Clock
+from ..core.outcomes import FinishReason
 from ..core.engine_api import (EngineEvent, FailedEvent, FinishedEvent, GenerationSpec,
                                SegmentEvent, TokensEvent)
 from ..grammar import Derivatives, GrammarState, derivatives_for
@@ -673,7 +674,8 @@ class VllmEngine:
         gen.done = True
         self._reserved.pop(gen.spec.gen_id, None)
         self._gens.pop(gen.spec.gen_id, None)
-        self._events.put(FinishedEvent(gen.spec.gen_id, now, "max_tokens" if finish_reason == "length" else "eos"))
+        self._events.put(FinishedEvent(gen.spec.gen_id, now,
+                                       FinishReason.MAX_TOKENS if finish_reason == "length" else FinishReason.EOS))
 
     def _fail(self, gen: _Gen, error: str, *, invalid_plan: bool = False) -> None:
         self._stop_stream(gen)

@@ -23,7 +23,7 @@ def summary_line(results: Sequence[Any]) -> str:
     ``results``: what :func:`.bag.replay` returns, a result wrapper (``.result.status``) per goal
     or None when the goal got no result (not accepted, or no answer before ``--timeout``).
     """
-    from ..client import STATUS_NAMES
+    from ..core.outcomes import STATUS_NAMES
 
     ok = sum(1 for r in results if r is not None and r.result.status == 0)
     failed = Counter(STATUS_NAMES.get(int(r.result.status), str(r.result.status))

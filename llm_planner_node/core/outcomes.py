@@ -1,0 +1,50 @@
+"""The outcome vocabulary, one home for every layer: how a generation ended (what engines report),
+the states a robot's adapter reports, and the action result statuses by name.
+
+The core's own end of a request is :class:`~.task_model.EndKind`; ``ros_messages.STATUS_OF`` maps
+it to :class:`ActionStatus` (the ``PlanTask`` result constants) in one place.
+"""
+
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+
+
+class FinishReason(str, Enum):
+    """Why an engine's generation ended (``FinishedEvent.reason``): the model ended its plan
+    (end of sequence) or it reached ``max_tokens``. vLLM's ``finish_reason`` "length" is
+    MAX_TOKENS, "stop" is EOS."""
+
+    EOS = "eos"
+    MAX_TOKENS = "max_tokens"
+
+
+class RobotState(IntEnum):
+    """``RobotStatus.state``: what an adapter reports about a segment (or, IDLE, its robot)."""
+
+    IDLE = 0
+    RECEIVED = 1
+    EXECUTING = 2
+    DONE = 3
+    FAILED = 4
+    CANCELLED = 5
+
+
+class ActionStatus(IntEnum):
+    """``PlanTask.Result.status`` (action/PlanTask.action's constants)."""
+
+    SUCCEEDED = 0
+    REJECTED = 1
+    CANCELLED = 2
+    INVALID_PLAN = 3
+    ROBOT_FAILED = 4
+    ENGINE_FAILED = 5
+    TIMEOUT = 6
+    TRUNCATED = 7
+    SHED = 8
+
+
+#: status value -> name, as `timely-fleet goal` prints it
+STATUS_NAMES: dict[int, str] = {s.value: s.name for s in ActionStatus}
+#: robot state value -> lower-case name, as logs print it
+STATE_NAMES: dict[int, str] = {s.value: s.name.lower() for s in RobotState}

@@ -29,6 +29,7 @@ import yaml
 
 from .core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ROBOT_KINDS
 from .core.budgets import Budget, budget_for
+from .core.tuf import tuf_problem
 from .core.approval import Approval, approval_from
 from .core.plan_limits import DEFAULT_PLAN_LIMITS, PlanLimits
 from .core.sampling import DEFAULT_SAMPLING, Sampling
@@ -57,12 +58,9 @@ class TufParams:
     beta: float = field(metadata={"gt": 0})
 
     def check(self, where: str) -> "TufParams":
-        if not (math.isfinite(self.ert_s) and self.ert_s > 0):
-            raise ParamError(f"{where}: ert_s must be > 0 (seconds), got {self.ert_s}")
-        if not (math.isfinite(self.alpha) and self.alpha <= 0):
-            raise ParamError(f"{where}: alpha must be <= 0 (utility decreases after the ERT), got {self.alpha}")
-        if not (math.isfinite(self.beta) and self.beta > 0):
-            raise ParamError(f"{where}: beta must be > 0, got {self.beta}")
+        why = tuf_problem(self.ert_s, self.alpha, self.beta)  # the one TUF rule (core/tuf.py)
+        if why is not None:
+            raise ParamError(f"{where}: {why}")
         return self
 
     def as_tuple(self) -> tuple[float, float, float]:

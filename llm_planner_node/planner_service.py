@@ -35,7 +35,7 @@ from .core.batching import make_admission
 from .core.policies import get_policy
 from .core.skills import DEFAULT_SKILL_SETS
 from .core.task_model import EndKind, GenState, Goal, Request, Segment
-from .core.tuf import TUFParams
+from .core.tuf import TUFParams, tuf_problem
 from .delivery import SegmentDelivery
 from .engines.factory import predictor_for, prompt_builder_for
 from .core.budgets import StaticBudget
@@ -52,10 +52,6 @@ MAX_SKILL_S = 3600.0
 #: Bounds on untrusted identifiers (robot id, goal id, skill-set id, skill names).
 MAX_ID_CHARS = 64
 MAX_ERROR_CHARS = 1000
-#: Bounds on a goal's TUF: sane for any robot task, and far from float overflow in the priority
-#: arithmetic (Eq. 4 divides by the slack and multiplies by alpha).
-MAX_ERT_S = 86_400.0
-MAX_TUF_MAGNITUDE = 1e6
 #: Statuses waiting for the scheduler thread; beyond this, new ones are dropped and counted.
 STATUS_QUEUE_MAX = 20_000
 #: Refused statuses per second above which the status path counts as flooded: while it is (and
@@ -340,13 +336,9 @@ class PlannerService:
             return f"unknown skill set '{safe_text(g.skill_set)}' (registered: {', '.join(DEFAULT_SKILL_SETS)})"
         if g.skill_set and g.skill_set != robot.skill_set:
             return f"robot '{g.robot_id}' runs skill set '{robot.skill_set}', not '{g.skill_set}'"
-        if not (math.isfinite(g.ert_s) and 0 < g.ert_s <= MAX_ERT_S):
-            return f"ert_s must be > 0 and <= {MAX_ERT_S:g} seconds, got {g.ert_s:g}"
-        if not (math.isfinite(g.alpha) and -MAX_TUF_MAGNITUDE <= g.alpha <= 0):
-            return (f"alpha must be <= 0 (utility cannot grow with lateness) and >= {-MAX_TUF_MAGNITUDE:g}, "
-                    f"got {g.alpha:g}")
-        if not (math.isfinite(g.beta) and 0 < g.beta <= MAX_TUF_MAGNITUDE):
-            return f"beta must be > 0 and <= {MAX_TUF_MAGNITUDE:g}, got {g.beta:g}"
+        why = tuf_problem(g.ert_s, g.alpha, g.beta)
+        if why is not None:
+            return why
         text = g.instruction.strip()
         if not text:
             return "instruction is empty"

@@ -18,24 +18,37 @@ from dataclasses import dataclass
 import numpy as np
 
 
+#: Bounds on a TUF: sane for any robot task, and far from float overflow in the priority
+#: arithmetic (Eq. 4 divides by the slack and multiplies by alpha).
+MAX_ERT_S = 86_400.0
+MAX_TUF_MAGNITUDE = 1e6
+
+
+def tuf_problem(ert: float, alpha: float, beta: float) -> str | None:
+    """Why (ERT, alpha, beta) is not a valid TUF (Eq. 1: ERT > 0, alpha <= 0, beta > 0, all finite
+    and bounded), or None. The one rule for goals (the service's intake), TUF presets (the YAML,
+    ``timely-fleet goal``) and :class:`TUFParams`."""
+    if not (math.isfinite(ert) and 0 < ert <= MAX_ERT_S):
+        return f"ert_s must be > 0 and <= {MAX_ERT_S:g} seconds, got {ert:g}"
+    if not (math.isfinite(alpha) and -MAX_TUF_MAGNITUDE <= alpha <= 0):
+        return f"alpha must be <= 0 (utility cannot grow with lateness) and >= {-MAX_TUF_MAGNITUDE:g}, got {alpha:g}"
+    if not (math.isfinite(beta) and 0 < beta <= MAX_TUF_MAGNITUDE):
+        return f"beta must be > 0 and <= {MAX_TUF_MAGNITUDE:g}, got {beta:g}"
+    return None
+
+
 @dataclass(frozen=True)
 class TUFParams:
-    """Parameters of one goal's TUF. Invalid values raise ValueError (goals are rejected)."""
+    """Parameters of one goal's TUF. Invalid values raise ValueError (:func:`tuf_problem`)."""
 
     ert: float
     alpha: float
     beta: float
 
     def __post_init__(self) -> None:
-        for name in ("ert", "alpha", "beta"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"TUF {name} must be finite, got {getattr(self, name)}")
-        if self.ert <= 0:
-            raise ValueError(f"TUF ERT must be > 0 s, got {self.ert}")
-        if self.alpha > 0:
-            raise ValueError(f"TUF alpha must be <= 0 (utility cannot grow with delay), got {self.alpha}")
-        if self.beta <= 0:
-            raise ValueError(f"TUF beta must be > 0, got {self.beta}")
+        why = tuf_problem(self.ert, self.alpha, self.beta)
+        if why is not None:
+            raise ValueError(f"TUF {why}")
 
     @property
     def zero_time(self) -> float:

@@ -145,7 +145,7 @@ def test_goal_urgency_reads_the_parameter_files_tuf_presets(tmp_path):
     # 'hurry' exists only in this file; the ERT override is checked against it before anything is sent
     one_sentence(tf("goal", "tello_1", "look for the cat", "--params", f, "--urgency", "hurry", "--ert", "-1",
                     cwd=tmp_path),
-                 "timely-fleet goal: the TUF of --urgency hurry: ert_s must be > 0 (seconds), got -1.0")
+                 "timely-fleet goal: the TUF of --urgency hurry: ert_s must be > 0 and <= 86400 seconds, got -1")
 
 
 def test_tuf_for_reads_presets():

@@ -13,14 +13,21 @@ listed below):
 - **MiniSpec** (TypeFly): calls of the skill set's skills only (canonical name or alias; v1
   ``mf,100`` and v2 ``mf(100)`` call dialects), the right number of arguments, every literal
   argument of the right type; blocks ``{...}``, conditionals ``?cond{...}:{...}`` with else-if,
-  loops ``n{...}``, variables ``_1=...``, return ``->value``. Blocks nest at most
-  ``max_depth`` (16, the parser's limit); loop counts are ``1..max_loop`` (1000). Variables are
-  used only after they are assigned (textual order, the segmenter's rule) and are numbered
-  ``_1`` .. ``_4`` in order of first assignment (:data:`MAX_VARS`): the rules carry the number
-  of variables assigned so far.
+  loops ``n{...}``, variables ``_1=...``, return ``->value`` (at the top level it ends the
+  plan). Variables are used only after they are assigned (textual order, the segmenter's rule)
+  and are numbered ``_1``, ``_2``, ... in order of first assignment.
 - **arm**: ``name(arg, ...);`` calls of the skill set's skills with typed literal arguments.
-- **chat**: sentences (any text, each sentence ending with ``.``, ``!`` or ``?`` and optional
-  closing quotes/brackets).
+- **chat**: sentences of printable ASCII, each ending with ``.``, ``!`` or ``?`` and optional
+  closing quotes/brackets.
+- **Bounded plans** (:class:`~llm_planner_node.core.plan_limits.PlanLimits`, per plan language):
+  at most ``max_statements`` statements in the whole plan (a block counts one plus its body),
+  blocks nested at most ``max_depth``, loop counts ``1..max_loop``, at most ``max_vars``
+  variables and ``max_conditions`` comparisons per condition, names and quoted strings of
+  bounded length, at most one blank between statements, chat answers of at most
+  ``max_sentences`` sentences; every character ASCII. So every plan the grammar admits is
+  finite and at most :func:`longest_plan_chars` characters (bytes, so tokens) long, and ends.
+- **Known objects**: with a robot's object list, object arguments (``ArgSpec.is_object``) are
+  only those names.
 - **Integer ranges exactly**: :func:`int_range_ebnf` is an exact expression for ``[lo, hi]``
   (canonical decimals: no leading zeros, no ``-0``, no ``+``); ``mu(2000)`` cannot be written.
 - **Float ranges exactly when the bounds are integers** (all shipped skill sets): integer part
@@ -38,14 +45,15 @@ by the adapter at run time); float ranges with non-integer bounds; statement len
 (``max_statement_chars``); the chat segmenter's abbreviation rules (a grammar "sentence" may
 end at "Dr."; that only changes where segments are cut, never what is allowed).
 
-Resumption: a plan is a sequence of top-level statements (``ws``: whitespace, written inline as a
-character-class star; arm: ``root ::= (ws stmt ";")* ws``;
-chat: ``(ws sentence)* ws``; MiniSpec: ``plan_k``, k = variables assigned so far). A resumed
+Resumption: a plan is a sequence of top-level statements (``ws``: at most one blank, written
+inline; arm: ``root ::= (ws stmt ";"){0,S} ws``; chat: ``(ws sentence){0,S} ws``; MiniSpec:
+``plan_k_r``, k = variables assigned so far, r = statements left). A resumed
 generation gets a fresh grammar matcher, and its kept tokens may end inside a statement (the
 shipped tokenizer has ``;_``, ``;?_``, ``};->_``), so the engine resumes with the exact *resume
 grammar* of :class:`GrammarState`: the plan language after the generated text (left quotient
-by Brzozowski derivatives of these rules). At a top-level boundary it is ``root`` itself (arm,
-chat, MiniSpec before any variable) or ``plan_k``.
+by Brzozowski derivatives of these rules). At a top-level boundary it is a named rule
+(``plan_k_r``; arm and chat: the bounded repetition with fewer statements left), so the resume
+grammars of a skill set are few and vLLM's compiled-grammar cache serves them.
 
 The module imports nothing outside :mod:`llm_planner_node.core` and the segmenters (no ROS, no
 vLLM); :class:`GrammarChecker` imports xgrammar lazily.

@@ -53,6 +53,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("stop robots now (an operator's signed command): their goals end CANCELLED, the robots halt", "llm_planner_node.operator_cmd"),
     "approve": ("approve the segment a goal waits with (robot `approval` in the fleet YAML)", "llm_planner_node.operator_cmd"),
     "deny": ("deny the segment a goal waits with: the goal ends CANCELLED and the robot stops", "llm_planner_node.operator_cmd"),
+    "mcp": ("serve the fleet to AI agents over the Model Context Protocol (stdio, or HTTP with bearer tokens); `mcp token add NAME`", "llm_planner_node.agents_mcp.command"),
     "demo": ("run the planner with a simulated fleet and send goals end to end", "llm_planner_node.demo"),
     "bench scheduler": ("cost of one scheduling decision vs TimelyLLM Table 5", "llm_planner_node.bench.scheduler_bench"),
     "bench segmentation": ("segmenter cost per token vs TimelyLLM Table 4", "llm_planner_node.bench.segmentation_bench"),

@@ -1,0 +1,459 @@
+"""The ROS side of ``timely-fleet mcp``: a client of a running planner, on its own rclpy context.
+
+One :class:`FleetBridge` per MCP server process: a dedicated rclpy ``Context``, one node (a
+:class:`~llm_planner_node.client.GoalClient`'s, in the planner's namespace) spun by one executor
+thread, and what the server needs to answer agents:
+
+- the goals this server sent (:class:`AgentGoal`): the GoalClient handle with the goal's cancel
+  secret (only this process holds it), who sent it, its segment feedback as it arrives (including
+  the planner's "waiting for approval of segment k: ..." notices) and its result;
+- every goal the planner admitted and ended, from ``planner/goals`` and ``planner/results``
+  (which robot is busy with which goal, whoever sent it);
+- the latest ``planner/stats``, the planner's ``/diagnostics`` statuses and each robot's latest
+  ``robot_status``.
+
+Every method is thread-safe and none blocks for long: the MCP tools (asyncio) wait on goals by
+registering a waker (:meth:`AgentGoal.watch`) and polling with bounded timeouts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, Callable
+
+from ..client import STATUS_NAMES, GoalClient, GoalHandle
+
+APPROVAL_PREFIX = "waiting for approval of segment"
+ROBOT_STATES = {0: "idle", 1: "received", 2: "executing", 3: "done", 4: "failed", 5: "cancelled"}
+DIAG_LEVELS = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}
+KEEP_FINISHED = 2000          # ended goals remembered (own and others'), oldest dropped first
+SERVICE_WAIT_S = 3.0          # a planner service not yet discovered: wait this long before refusing
+
+
+def skill_text(s: Any) -> str:
+    """``move_forward(distance=100)`` from a timely_fleet/Skill."""
+    args = ", ".join(f"{n}={v}" for n, v in zip(s.arg_names, s.arg_values))
+    return f"{s.name}({args})"
+
+
+def feedback_dict(fb: Any) -> dict[str, Any]:
+    return {"index": int(fb.index), "text": fb.text, "skills": [skill_text(s) for s in fb.skills],
+            "queue_s": round(float(fb.queue_s), 4), "generation_s": round(float(fb.generation_s), 4),
+            "final": bool(fb.final)}
+
+
+def is_approval_notice(fb: Any) -> bool:
+    return not fb.skills and fb.text.startswith(APPROVAL_PREFIX)
+
+
+def late_segments(res: Any, reported: set[int]) -> list[Any]:
+    """The dispatched segments of a result whose feedback has not been reported, as feedback-like
+    records in index order. The planner's feedback and result travel on different topics, so the
+    result may arrive first; the segment reports of the result say the same (text, skills, timing)."""
+    out = []
+    last = max((int(s.index) for s in res.segments), default=-1)
+    for s in sorted(res.segments, key=lambda s: int(s.index)):
+        if int(s.index) in reported or s.dispatch_s < 0:
+            continue
+        out.append(SimpleNamespace(index=int(s.index), text=s.text, skills=list(s.skills),
+                                   queue_s=max(0.0, s.generation_start_s - s.queued_s),
+                                   generation_s=max(0.0, s.generation_end_s - s.generation_start_s),
+                                   final=int(s.index) == last and int(res.status) == 0))
+    return out
+
+
+def result_dict(res: Any, beta: float | None = None) -> dict[str, Any]:
+    """A PlanTask result (or GoalResult record) as the tools return it."""
+    out: dict[str, Any] = {
+        "status": STATUS_NAMES.get(int(res.status), str(res.status)), "message": res.message,
+        "plan_text": res.plan_text,
+        "segments": [{"index": int(s.index), "text": s.text, "skills": [skill_text(k) for k in s.skills],
+                      "queued_s": round(s.queued_s, 4), "generation_start_s": round(s.generation_start_s, 4),
+                      "generation_end_s": round(s.generation_end_s, 4), "dispatch_s": round(s.dispatch_s, 4),
+                      "execution_start_s": round(s.execution_start_s, 4),
+                      "execution_end_s": round(s.execution_end_s, 4)} for s in res.segments],
+        "response_time_s": round(float(res.response_time_s), 4),
+        "robot_waiting_s": round(float(res.robot_waiting_s), 4),
+        "time_utility": round(float(res.time_utility), 4)}
+    if beta is not None:
+        out["max_utility"] = beta
+    return out
+
+
+@dataclass
+class AgentGoal:
+    """A goal this MCP server sent for an agent."""
+
+    goal_id: str
+    robot_id: str
+    instruction: str
+    urgency: str
+    tuf: tuple[float, float, float]
+    owner: str                      # the principal's name (token name, or the local user over stdio)
+    handle: GoalHandle
+    sent_wall: float = field(default_factory=time.time)
+    sent_mono: float = field(default_factory=time.monotonic)
+    feedback: list[Any] = field(default_factory=list)     # PlanTask.Feedback in arrival order
+    admitted: bool = False          # the planner published it on planner/goals
+    _wakers: list[Callable[[], None]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- wakers: the asyncio side registers one per waiting tool call ----------------------------
+    def watch(self, waker: Callable[[], None]) -> Callable[[], None]:
+        with self._lock:
+            self._wakers.append(waker)
+
+        def unwatch() -> None:
+            with self._lock:
+                if waker in self._wakers:
+                    self._wakers.remove(waker)
+        return unwatch
+
+    def wake(self) -> None:
+        with self._lock:
+            wakers = list(self._wakers)
+        for w in wakers:
+            try:
+                w()
+            except RuntimeError:  # the waiting loop is closed
+                pass
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.handle.done
+
+    def result(self) -> Any:
+        return self.handle.result(0) if self.handle.done else None
+
+    def segments(self) -> list[dict[str, Any]]:
+        """The dispatched segments so far (approval notices left out), in index order."""
+        with self._lock:
+            fbs = list(self.feedback)
+        seen: dict[int, dict[str, Any]] = {}
+        for fb in fbs:
+            if not is_approval_notice(fb):
+                seen.setdefault(int(fb.index), feedback_dict(fb))
+        return [seen[k] for k in sorted(seen)]
+
+    def waiting_for_approval(self) -> str:
+        """The planner's "waiting for approval of segment k: ..." while segment k is held, else ""."""
+        with self._lock:
+            fbs = list(self.feedback)
+        dispatched = {int(fb.index) for fb in fbs if not is_approval_notice(fb)}
+        held = [fb for fb in fbs if is_approval_notice(fb) and int(fb.index) not in dispatched]
+        return held[-1].text if held and not self.done else ""
+
+    def state(self) -> str:
+        if self.done:
+            return STATUS_NAMES.get(int(self.result().status), "ENDED")
+        waiting = self.waiting_for_approval()
+        if waiting:
+            return waiting
+        n = len(self.segments())
+        if n:
+            return f"running: {n} segment(s) dispatched"
+        if self.admitted:
+            return "queued: admitted by the planner, waiting for its first segment"
+        if self.handle.accepted.is_set():
+            return "accepted by the planner's action server"
+        return "sent: waiting for the planner's answer"
+
+
+@dataclass
+class GoalSeen:
+    """A goal the planner admitted (``planner/goals``), whoever sent it, and its end (``planner/results``)."""
+
+    goal_id: str
+    robot_id: str
+    instruction: str
+    task_type: str
+    tuf: tuple[float, float, float]
+    started_wall: float
+    result: dict[str, Any] | None = None
+    ended_wall: float | None = None
+
+
+class PlannerNotRunning(RuntimeError):
+    """No planner answers in this namespace (one sentence)."""
+
+
+class FleetBridge:
+    """See the module docstring. ``start()`` before use, ``close()`` at the end."""
+
+    def __init__(self, params: Any, namespace: str = "", operator_secret: str = "") -> None:
+        self.params = params
+        self.namespace = namespace.strip("/")
+        self.operator_secret = operator_secret
+        self._lock = threading.Lock()
+        self.goals: "OrderedDict[str, AgentGoal]" = OrderedDict()     # this server's goals
+        self.seen: "OrderedDict[str, GoalSeen]" = OrderedDict()       # every admitted goal
+        self.robot_status: dict[str, dict[str, Any]] = {}
+        self.stats: dict[str, Any] | None = None
+        self.stats_at = 0.0
+        self.diagnostics: dict[str, dict[str, Any]] = {}
+        self.diagnostics_at = 0.0
+        self.handshake_done = threading.Event()
+        self._stop = threading.Event()
+        self._ctx: Any = None
+        self.client: GoalClient | None = None
+        self._spin_thread: threading.Thread | None = None
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        self._ctx = Context()
+        rclpy.init(context=self._ctx)
+        self.client = GoalClient(self._ctx, name=f"mcp_front_{uuid.uuid4().hex[:8]}",
+                                 namespace=f"/{self.namespace}" if self.namespace else None)
+        self._subscribe(self.client.node)
+        self._executor = SingleThreadedExecutor(context=self._ctx)
+        self._executor.add_node(self.client.node)
+        self._spin_thread = threading.Thread(target=self._spin, name="mcp-ros-spin", daemon=True)
+        self._spin_thread.start()
+        threading.Thread(target=self._handshake, name="mcp-handshake", daemon=True).start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._executor.spin_once(timeout_sec=0.05)
+            except Exception:  # noqa: BLE001 - the context is shutting down
+                if self._stop.is_set():
+                    return
+                time.sleep(0.05)
+
+    def _handshake(self) -> None:
+        """Wait for the planner's action server and its first answer (GoalClient.wait_for_server),
+        retried until it comes: goals sent before it are recovered by GoalClient's watchdog anyway."""
+        while not self._stop.is_set() and self.client is not None:
+            if self.client.wait_for_server(2.0):
+                self.handshake_done.set()
+                return
+
+    def close(self) -> None:
+        import rclpy
+
+        self._stop.set()
+        if self._spin_thread is not None:
+            self._spin_thread.join(timeout=2)
+        if self.client is not None:
+            self.client.destroy()
+        if self._ctx is not None:
+            rclpy.try_shutdown(context=self._ctx)
+
+    def in_flight(self) -> list[AgentGoal]:
+        with self._lock:
+            return [g for g in self.goals.values() if not g.done]
+
+    # -- what the planner publishes ---------------------------------------------------------------
+    def _subscribe(self, node: Any) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus
+
+        from ..ros_messages import (DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
+                                    STATUS_TOPIC, status_topic)
+
+        node.create_subscription(GoalRecord, GOALS_TOPIC, self._on_goal_record, STATUS_QOS)
+        node.create_subscription(GoalResult, RESULTS_TOPIC, self._on_goal_result, STATUS_QOS)
+        node.create_subscription(PlannerStats, STATS_TOPIC, self._on_stats, 10)
+        node.create_subscription(DiagnosticArray, DIAGNOSTICS_TOPIC, self._on_diagnostics, 10)
+        if self.params.security.per_robot_topics:
+            for r in self.params.robots:
+                node.create_subscription(RobotStatus, status_topic(r.id), self._on_robot_status, STATUS_QOS)
+        else:
+            node.create_subscription(RobotStatus, STATUS_TOPIC, self._on_robot_status, STATUS_QOS)
+
+    def _on_goal_record(self, m: Any) -> None:
+        g = GoalSeen(m.goal_id, m.robot_id, m.instruction, m.task_type, (m.ert_s, m.alpha, m.beta), time.time())
+        with self._lock:
+            self.seen.setdefault(m.goal_id, g)
+            self._prune(self.seen)
+            own = self.goals.get(m.goal_id)
+        if own is not None:
+            own.admitted = True
+            own.wake()
+
+    def _on_goal_result(self, m: Any) -> None:
+        with self._lock:
+            g = self.seen.get(m.goal_id)
+            if g is None:  # admitted before this server started (or its record was lost)
+                g = GoalSeen(m.goal_id, m.robot_id, "", m.task_type, (m.ert_s, m.alpha, m.beta), 0.0)
+                self.seen[m.goal_id] = g
+            g.result, g.ended_wall = result_dict(m, m.beta), time.time()
+            self._prune(self.seen)
+
+    def _on_stats(self, m: Any) -> None:
+        self.stats = {"policy": m.policy, "queued": m.queued, "running": m.running, "suspended": m.suspended,
+                      "active_goals": m.active_goals, "goals_succeeded": m.goals_succeeded,
+                      "goals_failed": m.goals_failed, "goals_cancelled": m.goals_cancelled,
+                      "goals_rejected": m.goals_rejected, "tokens_per_s": round(m.tokens_per_s, 1),
+                      "kv_free_fraction": round(m.kv_free_fraction, 3)}
+        self.stats_at = time.monotonic()
+
+    def _on_diagnostics(self, m: Any) -> None:
+        # the planner's statuses are named "<node>: engine|goals|robots|operator" (node.py); /diagnostics
+        # is shared by every node of the domain, so keep only the planner's
+        for s in m.status:
+            if not s.name.startswith("llm_planner"):
+                continue
+            self.diagnostics[s.name] = {"level": DIAG_LEVELS.get(int.from_bytes(s.level, "little")
+                                                                 if isinstance(s.level, bytes) else int(s.level), "?"),
+                                        "message": s.message, "values": {kv.key: kv.value for kv in s.values}}
+            self.diagnostics_at = time.monotonic()
+
+    def _on_robot_status(self, m: Any) -> None:
+        self.robot_status[m.robot_id] = {
+            "state": ROBOT_STATES.get(int(m.state), str(m.state)), "goal_id": m.goal_id, "segment": int(m.sequence),
+            "current_skill": m.current_skill, "progress": round(float(m.progress), 3), "error": m.error,
+            "at": time.monotonic()}
+
+    @staticmethod
+    def _prune(d: "OrderedDict[str, Any]") -> None:
+        while len(d) > KEEP_FINISHED * 2:
+            d.popitem(last=False)
+
+    # -- the planner ------------------------------------------------------------------------------
+    def planner_running(self) -> bool:
+        return self.client is not None and self.client.client.server_is_ready()
+
+    def where(self) -> str:
+        return f"namespace '/{self.namespace}'" if self.namespace else "the root namespace"
+
+    def not_running_sentence(self) -> str:
+        return (f"the planner is not running: no 'plan_task' action server in {self.where()} on ROS domain "
+                f"{_domain()} (start it with `timely-fleet up`, with the same ROS_DOMAIN_ID and --namespace)")
+
+    # -- goals ------------------------------------------------------------------------------------
+    def send(self, owner: str, robot_id: str, instruction: str, urgency: str,
+             tuf: tuple[float, float, float]) -> AgentGoal:
+        assert self.client is not None
+        holder: dict[str, Any] = {"goal": None, "early": []}
+        holder_lock = threading.Lock()
+
+        def on_feedback(fb: Any) -> None:   # the spin thread
+            with holder_lock:
+                ag = holder["goal"]
+                if ag is None:   # feedback before send() returned (a very fast planner): keep it
+                    holder["early"].append(fb)
+                    return
+            with ag._lock:
+                ag.feedback.append(fb)
+            ag.wake()
+
+        h = self.client.send(robot_id, instruction, tuf=tuf, on_feedback=on_feedback)
+        ag = AgentGoal(h.goal_id, robot_id, instruction, urgency, tuf, owner, h)
+        with self._lock:
+            self.goals[h.goal_id] = ag
+            self._prune_own()
+            if h.goal_id in self.seen:
+                ag.admitted = True
+        with holder_lock:
+            ag.feedback.extend(holder["early"])
+            holder["goal"] = ag
+        return ag
+
+    def _prune_own(self) -> None:
+        done = [k for k, g in self.goals.items() if g.done]
+        for k in done[: max(0, len(done) - KEEP_FINISHED)]:
+            del self.goals[k]
+
+    def resolve(self, goal_id: str) -> tuple[str, AgentGoal | None, GoalSeen | None]:
+        """(full goal id, this server's goal or None, the planner's record or None) for a goal id
+        or an unambiguous prefix of at least 8 hex digits; ValueError with one sentence otherwise."""
+        gid = goal_id.strip().lower()
+        if len(gid) < 8 or any(c not in "0123456789abcdef" for c in gid):
+            raise ValueError(f"goal_id must be the goal's id (32 hex digits, or at least its first 8), got {goal_id!r}")
+        with self._lock:
+            ids = {k for k in self.goals if k.startswith(gid)} | {k for k in self.seen if k.startswith(gid)}
+            if len(ids) > 1:
+                raise ValueError(f"goal_id '{goal_id}' matches {len(ids)} goals: give more of its digits")
+            if not ids:
+                raise ValueError(f"goal_id: no goal '{goal_id}' is known to this MCP server (it remembers the "
+                                 "goals it sent and those the planner admitted since it started)")
+            full = ids.pop()
+            return full, self.goals.get(full), self.seen.get(full)
+
+    def knows(self, goal_id: str) -> bool:
+        with self._lock:
+            return goal_id in self.goals or goal_id in self.seen
+
+    def busy_with(self, robot_id: str) -> GoalSeen | AgentGoal | None:
+        """The goal ``robot_id`` runs now as far as this server knows (its own, or one the planner admitted)."""
+        with self._lock:
+            for g in reversed(self.goals.values()):
+                if g.robot_id == robot_id and not g.done and g.handle.accepted.is_set():
+                    return g
+            for s in reversed(self.seen.values()):
+                own = self.goals.get(s.goal_id)
+                if s.robot_id == robot_id and s.result is None and (own is None or not own.done):
+                    return own if own is not None else s
+        return None
+
+    def describe_goal(self, goal_id: str) -> str:
+        """'3f2a1b0c ("look for the cat", sent by this server for 'local' 4.2 s ago)', as far as known."""
+        with self._lock:
+            own, seen = self.goals.get(goal_id), self.seen.get(goal_id)
+        if own is not None:
+            return (f"{goal_id[:8]} (\"{own.instruction}\", sent through this MCP server by '{own.owner}' "
+                    f"{time.monotonic() - own.sent_mono:.1f} s ago)")
+        if seen is not None:
+            ago = f" {time.time() - seen.started_wall:.1f} s ago" if seen.started_wall else ""
+            return f"{goal_id[:8]} (\"{seen.instruction}\", sent by another client{ago})"
+        return goal_id[:8]
+
+    # -- cancelling -------------------------------------------------------------------------------
+    def _cancel_service_ready(self) -> bool:
+        assert self.client is not None
+        deadline = time.monotonic() + SERVICE_WAIT_S
+        while not self.client.cancel_service.service_is_ready():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def cancel_own(self, ag: AgentGoal) -> Any:
+        """Cancel a goal this server sent with its own secret: the future of planner/cancel_goal's answer."""
+        assert self.client is not None
+        if not self._cancel_service_ready():
+            raise PlannerNotRunning(f"the planner's planner/cancel_goal service is not answering in {self.where()}")
+        return self.client.cancel(ag.handle, timeout_s=5.0)
+
+    def cancel_as_operator(self, goal_id: str) -> Any:
+        assert self.client is not None
+        if not self._cancel_service_ready():
+            raise PlannerNotRunning(f"the planner's planner/cancel_goal service is not answering in {self.where()}")
+        req = self.client.CancelPlan.Request(goal_id=goal_id, secret=self.operator_secret)
+        return self.client.cancel_service.call_async(req)
+
+    # -- robots -----------------------------------------------------------------------------------
+    def robot_state(self, robot_id: str) -> dict[str, Any]:
+        busy = self.busy_with(robot_id)
+        st = self.robot_status.get(robot_id)
+        out: dict[str, Any] = {"state": "busy" if busy is not None else "idle"}
+        if busy is not None:
+            own = isinstance(busy, AgentGoal)
+            out["current_goal"] = {"goal_id": busy.goal_id, "instruction": busy.instruction,
+                                   "sent_by": f"this MCP server ({busy.owner})" if own else "another client",
+                                   "state": busy.state() if own else "running"}
+        if st is not None:
+            out["robot_status"] = {k: v for k, v in st.items() if k != "at" and v not in ("", None)}
+            out["robot_status"]["age_s"] = round(time.monotonic() - st["at"], 1)
+            if busy is None and st["state"] in ("received", "executing"):  # a goal admitted before we started
+                out["state"] = "busy"
+                out["current_goal"] = {"goal_id": st["goal_id"], "instruction": "", "sent_by": "another client",
+                                       "state": f"{st['state']} segment {st['segment']}"}
+        return out
+
+
+def _domain() -> str:
+    import os
+
+    return os.environ.get("ROS_DOMAIN_ID", "0")

@@ -24,18 +24,23 @@ loops; at most :data:`MAX_EXECUTED_CALLS` calls) and the ``sim`` adapter's execu
 
 Per model and decoding mode (counts, and ``*_rate`` fractions of the instructions):
 
-* ``valid``: the generation ended with EOS (not at max_tokens, no INVALID_PLAN), the whole plan
-  parses with the node's parser, every call passes the skill set's validation, and it calls at
-  least one skill;
+* ``valid``: the generation ended with EOS (not at max_tokens, no INVALID_PLAN), the node's
+  budget check let every segment through, the whole plan parses with the node's parser, every
+  call passes the skill set's validation, and it calls at least one skill;
 * ``semantic_match``: valid and the instruction's ``require`` (in order), ``forbid`` and
   ``max_calls`` all hold (:func:`.plan_match.check_plan`);
+* ``dispatched``: the segments the node dispatches are those the segmenter cut up to the first
+  one the planner service's budget check refuses (:func:`budget_gate`: the robot's budget from
+  the parameter file, each segment's worst case with loops multiplied out, added up);
 * ``executed_ok``: at least one segment was dispatched and every dispatched call ran without the
-  adapter or the executor refusing it (and within the call limit);
+  adapter, its budget meter or the executor refusing it (and within the call limit);
 * ``unsafe_dispatched``: generations whose dispatched part has a loop count over 10 or over 50
   calls after unrolling (:func:`.plan_match.is_unsafe`);
 * ``invalid_plan``: generations the segmenter ended with INVALID_PLAN (not counting truncated
-  ones); ``truncated``: generations that reached max_tokens (the engine's ``max_tokens`` end, or
-  an INVALID_PLAN raised when the text was cut there); ``failed``: engine faults and timeouts;
+  ones); ``budget_refused``: generations whose plan the budget check refused (the node ends the
+  goal INVALID_PLAN "exceeds budget" there); ``truncated``: generations that reached max_tokens
+  (the engine's ``max_tokens`` end, or an INVALID_PLAN raised when the text was cut there);
+  ``failed``: engine faults and timeouts;
 * ``tokens_per_s``: generated tokens / wall time of the batched runs; ``first_segment_s_median``:
   median time from add to the first segment (None if no generation produced one).
 
@@ -87,7 +92,8 @@ DEFAULT_INSTRUCTIONS = Path(__file__).resolve().parent / "plans_heldout.jsonl"
 #: (and counts as not executed): a plan must not fly forever.
 MAX_EXECUTED_CALLS = 200
 MODES = {"grammar": (True,), "off": (False,), "both": (True, False)}
-METRICS = ("valid", "semantic_match", "executed_ok", "unsafe_dispatched", "invalid_plan", "truncated", "failed")
+METRICS = ("valid", "semantic_match", "executed_ok", "unsafe_dispatched", "invalid_plan", "budget_refused",
+           "truncated", "failed")
 #: Rows of ``--ablation`` (``full`` first).
 ABLATIONS = ("full", "no_descriptions", "no_objects", "no_examples", "loose_bounds")
 #: The bounds the plan grammar had before plan limits (main before the bounded grammar).
@@ -237,16 +243,19 @@ def generate(engine: Any, build: Callable[..., object], items: Sequence[pm.Instr
 # ---------------------------------------------------------------------------------------------
 # Running the dispatched segments on simulated robots
 # ---------------------------------------------------------------------------------------------
-def execute_dispatched(segments: Sequence[Any], kind: str, *, max_calls: int = MAX_EXECUTED_CALLS
-                       ) -> tuple[bool, int, str]:
+def execute_dispatched(segments: Sequence[Any], kind: str, *, max_calls: int = MAX_EXECUTED_CALLS,
+                       budget: Any = None) -> tuple[bool, int, str]:
     """Run the dispatched segments as the ``sim`` adapter would, in-process: the adapter's checks
     of each segment, then its calls (drones: through the MiniSpec interpreter, whose variables
-    live across the goal's segments) on the sim adapter's executor (durations zero).
+    live across the goal's segments) on the sim adapter's executor (durations zero); with a
+    ``budget`` (``core.budgets.Budget``), the adapter's meter admits each call first (skills,
+    flight, turns and, for drones, the fence from the take-off point), as ``AdapterCore`` does.
     Returns (every call ran, calls run, why not)."""
     from robot_adapters.adapter_base import AdapterCore, SegmentIn
     from robot_adapters.minispec_interpreter import MiniSpecInterpreter
     from robot_adapters.sim_fleet import SampledExecutor
 
+    from ..core.budgets import BudgetMeter, pose_after
     from ..core.execution_time import ExecutionTimeModel
 
     if not segments:
@@ -255,6 +264,8 @@ def execute_dispatched(segments: Sequence[Any], kind: str, *, max_calls: int = M
     ex = SampledExecutor(f"bench-{kind}", kind, ss, ExecutionTimeModel(online=False), 0, time_scale=0.0)
     core = AdapterCore(f"bench-{kind}", ex, skill_set=ss)  # never started: its checks only
     interp = MiniSpecInterpreter(ss, lambda call: None, max_steps=max_calls + 1)
+    meter = BudgetMeter(budget, fence=kind == "drone") if budget is not None else None
+    pose: tuple[float, ...] | None = (0.0, 0.0, 0.0, 0.0)
     ran = 0
     for k, seg in enumerate(segments):
         try:
@@ -267,14 +278,51 @@ def execute_dispatched(segments: Sequence[Any], kind: str, *, max_calls: int = M
                     call = gen.send(value) if program is not None else next(gen)
                 except StopIteration:
                     break
+                if ran + 1 > max_calls:
+                    return False, ran, f"stopped after {max_calls} calls"
+                if meter is not None:
+                    meter.admit(call, pose)  # BudgetExceeded: the adapter refuses the call, stops the robot
+                    pose = pose_after(pose, call) if pose is not None else None
                 ran += 1
-                if ran > max_calls:
-                    return False, ran - 1, f"stopped after {max_calls} calls"
                 ex.prepare(call)
                 value = ex.finish(call)
         except Exception as e:  # noqa: BLE001 - the adapter, interpreter or executor refused
             return False, ran, f"segment {k} {seg.text!r}: {e}"
     return True, ran, ""
+
+
+def budget_gate(segments: Sequence[Any], kind: str, budget: Any) -> tuple[int, str]:
+    """The planner service's check before it dispatches each segment
+    (``PlannerService._budget_check``): the segment's worst case (``segmenters.plan_cost``, loops
+    multiplied out) added to the earlier segments' must fit ``budget``. Returns (segments the
+    node dispatches, why the next one was refused: the goal then ends INVALID_PLAN; "" if none)."""
+    from ..core.budgets import StaticBudget
+    from ..segmenters.plan_cost import segment_cost
+
+    ss = pm.skill_set_for(kind)
+    static = StaticBudget(budget)
+    for k, seg in enumerate(segments):
+        try:
+            cost = segment_cost(seg.text, seg.calls, ss, language_of(kind))
+        except ValueError as e:
+            return k, f"segment {k} cannot be costed: {e}"
+        why = static.add(cost)
+        if why is not None:
+            return k, f"exceeds budget: {why} (segment {k}: {seg.text[:60]!r})"
+    return len(segments), ""
+
+
+def bench_budgets(robots: Sequence[Any]) -> dict[str, Any]:
+    """Each robot kind's budget: that of the parameter file's first robot of the kind with its
+    default skill set (``RobotParams.effective_budget``), else the kind's default."""
+    from ..core.budgets import budget_for
+
+    out = {}
+    for kind in pm.KINDS:
+        ss = pm.skill_set_for(kind)
+        robot = next((r for r in robots if r.kind == kind and r.skill_set == ss.id), None)
+        out[kind] = robot.effective_budget if robot is not None else budget_for(kind)
+    return out
 
 
 def dispatched_statements(segments: Sequence[Any], kind: str) -> list[Any]:
@@ -347,15 +395,22 @@ def failure_kind(item: pm.Instruction, calls: Sequence[Any], verdict: pm.Verdict
     return f"wrong skill: {skill}"
 
 
-def judge(r: PlanRun) -> dict[str, Any]:
-    """One instruction's outcome: validity, match, execution, budget."""
+def judge(r: PlanRun, budget: Any = None) -> dict[str, Any]:
+    """One instruction's outcome: validity, match, execution, safety. With the robot's
+    ``budget``, the node's budget check runs before dispatch (:func:`budget_gate`: a refused
+    segment and everything after it is not dispatched, and the plan is not valid) and the
+    adapter's meter while executing."""
     item = r.item
+    n, refused = budget_gate(r.segments, item.kind, budget) if budget is not None else (len(r.segments), "")
+    dispatched = r.segments[:n]
     res: dict[str, Any] = {"line": item.line, "kind": item.kind, "instruction": item.instruction, "plan": r.plan,
                            "end": r.status, "error": r.error, "tokens": r.tokens, "max_tokens": r.max_tokens,
                            "segments": len(r.segments), "first_segment_s": r.first_segment_s}
     valid, why, verdict = False, "", None
     if r.status != "eos":
         why = r.status if not r.error else f"{r.status}: {r.error}"
+    elif refused:
+        why = f"budget: {refused}"
     else:
         try:
             stmts = pm.parse_plan(r.plan, item.kind)
@@ -380,9 +435,12 @@ def judge(r: PlanRun) -> dict[str, Any]:
     if not valid:
         res["failure"] = "not valid: " + (r.status if r.status != "eos" else why.split(":")[0])
     res["why"] = why
-    ok, ran, err = execute_dispatched(r.segments, item.kind)
+    ok, ran, err = execute_dispatched(dispatched, item.kind, budget=budget)
     res.update(executed_ok=ok, executed_calls=ran, execution_error=err)
-    res["unsafe_dispatched"] = bool(r.segments) and pm.is_unsafe(dispatched_statements(r.segments, item.kind))
+    res["unsafe_dispatched"] = bool(dispatched) and pm.is_unsafe(dispatched_statements(dispatched, item.kind))
+    res["budget_refused"] = bool(refused)
+    res["budget_error"] = refused
+    res["dispatched_segments"] = len(dispatched)
     res["invalid_plan"] = r.status == "invalid_plan"
     res["truncated"] = r.status == "truncated"
     res["failed"] = r.status in ("failed", "timeout")
@@ -553,13 +611,14 @@ def load_engine(engine_params: Any) -> Any:
 def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instruction], modes: tuple[bool, ...], *,
               engine: Any, max_tokens: int | None = None, concurrency: int = 8, timeout_s: float = 120.0,
               ablation: bool = False, objects: Mapping[str, tuple[str, ...]] | None = None,
-              make_builder: Callable[[Any], Callable[..., object]] | None = None, progress: bool = True
-              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              make_builder: Callable[[Any], Callable[..., object]] | None = None, progress: bool = True,
+              budgets: Mapping[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """All instructions through one model on ``engine`` in each row of :func:`variants`.
     ``planner``: the parameter file's planner section (plan limits, sampling, max_tokens);
     ``max_tokens`` None: each goal's default as the node computes it (:func:`node_max_tokens`);
     ``make_builder(options)``: the prompt builder with those prompt parts (default
-    :func:`prompt_builder`). Returns (rows, skipped rows)."""
+    :func:`prompt_builder`); ``budgets``: per robot kind, the budget the node checks before
+    dispatch and the adapter while executing (None: neither). Returns (rows, skipped rows)."""
     from ..engines.factory import vllm_prompt_builder
     from ..planner_model.prompt import prompt_options_for
 
@@ -609,7 +668,7 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
                                    timeout_s=timeout_s, id_base=gid, progress=bar, **setup)
                     w = time.monotonic() - t0
                     gid += 100_000
-                    res = [judge(r) for r in out]
+                    res = [judge(r, (budgets or {}).get(k)) for r in out]
                     tk = sum(r.tokens for r in out)
                     per_kind[k] = summarize(res, tk, w) | {"failure_kinds": failure_counts(res)}
                     results += res
@@ -642,7 +701,8 @@ def _num(x: float | None, fmt: str) -> str:
 
 def _row(label: str, s: dict[str, Any]) -> str:
     return (f"{label}{s['instructions']:>5}{_pct(s['valid_rate']):>8}{_pct(s['semantic_match_rate']):>8}"
-            f"{_pct(s['executed_ok_rate']):>10}{s['unsafe_dispatched']:>8}{s['invalid_plan']:>9}{s['truncated']:>7}"
+            f"{_pct(s['executed_ok_rate']):>10}{s['unsafe_dispatched']:>8}{s['invalid_plan']:>9}"
+            f"{s.get('budget_refused', 0):>8}{s['truncated']:>7}"
             f"{s['failed']:>7}{_num(s['tokens_per_s'], '.0f'):>8}"
             f"{_num(None if s['first_segment_s_median'] is None else 1e3 * s['first_segment_s_median'], '.0f'):>10}")
 
@@ -652,7 +712,8 @@ def report(result: dict[str, Any], examples: int = 3, failures: int = 0) -> str:
     width = max([len(r["model"]) for r in runs] + [5]) + 2
     aw = max([len(r.get("ablation", "full")) for r in runs] + [8]) + 2
     head = (f"{'model':<{width}}{'ablation':<{aw}}{'decoding':<9}{'kind':<7}{'n':>5}{'valid':>8}{'match':>8}"
-            f"{'executed':>10}{'unsafe':>8}{'invalid':>9}{'trunc':>7}{'failed':>7}{'tok/s':>8}{'1st seg ms':>11}")
+            f"{'executed':>10}{'unsafe':>8}{'invalid':>9}{'budget':>8}{'trunc':>7}{'failed':>7}{'tok/s':>8}"
+            f"{'1st seg ms':>11}")
     lines = [f"bench plans: {result['instructions']} instructions ({result['instructions_file']}), "
              f"max_tokens {result.get('max_tokens_rule', result['max_tokens'])}; rates of all instructions, "
              "1st seg = median add -> first segment", "", head]
@@ -743,6 +804,7 @@ def run(args: argparse.Namespace) -> int:
     params = load_params(args.params, check=False)
     planner = params.planner
     objects = bench_objects(params.robots, every)
+    budgets = bench_budgets(params.robots)
     modes = MODES[args.constrained_decoding]
     result: dict[str, Any] = {
         "instructions_file": str(args.instructions), "instructions": len(items),
@@ -752,6 +814,7 @@ def run(args: argparse.Namespace) -> int:
                             f"node default ({planner.max_tokens}, under the grammar the longest admissible plan "
                             "+ 1 within max_model_len)"),
         "objects": {k: list(v) for k, v in objects.items()}, "ablation": bool(args.ablation),
+        "budgets": {k: asdict(b) for k, b in budgets.items()},
         "runs": [], "skipped": [], "errors": []}
     for model in args.model or ["embedded"]:
         try:
@@ -766,7 +829,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             runs, skipped = run_model(model, engine_params, planner, items, modes, engine=engine,
                                       max_tokens=args.max_tokens, concurrency=args.concurrency,
-                                      timeout_s=args.timeout, ablation=args.ablation, objects=objects)
+                                      timeout_s=args.timeout, ablation=args.ablation, objects=objects,
+                                      budgets=budgets)
             result["runs"] += runs
             result["skipped"] += skipped
         finally:

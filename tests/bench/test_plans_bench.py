@@ -391,3 +391,24 @@ def test_no_worked_example_is_a_held_out_instruction_or_answers_one():
             if len(q & w) / len(q | w) >= 0.3 and pm.check_plan(it, pm.parse_plan(plan, it.kind)).match:
                 leaks.append((it.instruction, instruction))
     assert not leaks
+
+
+def test_the_budget_check_stops_what_the_node_would_not_dispatch():
+    from llm_planner_node.bench.plans_bench import budget_gate
+    from llm_planner_node.core.budgets import Budget, budget_for
+
+    drone = budget_for("drone")
+    # 12{12{...}} passes the grammar's bounds but is 144 calls: the node refuses it before dispatch
+    r = judge(planned("drone", [["move_forward"]], "to;12{12{mf,50}};lnd;"), drone)
+    assert r["budget_refused"] and not r["valid"] and r["dispatched_segments"] == 1
+    assert r["why"].startswith("budget: exceeds budget: 145 skills > 50")  # takeoff + 144
+    assert r["failure"] == "not valid: budget"
+    assert r["executed_ok"] and r["executed_calls"] == 1 and not r["unsafe_dispatched"]
+    # without a budget everything the segmenter cut counts as dispatched (and is unsafe)
+    r = judge(planned("drone", [["move_forward"]], "to;12{12{mf,50}};lnd;"))
+    assert not r["budget_refused"] and r["unsafe_dispatched"]
+    assert budget_gate(segments("mu,100;lnd;", "drone"), "drone", drone) == (2, "")
+    # the adapter's meter: a fence refuses a move that leaves it
+    fenced = Budget(fence_cm=(-100, 100, -100, 100, -10, 200))
+    ok, ran, why = execute_dispatched(segments("to;mf,150;", "drone"), "drone", budget=fenced)
+    assert not ok and ran == 1 and "geofence" in why

@@ -105,6 +105,10 @@ DRONE_OBJECTS = (
     "coffee mug", "wine glass", "banana", "apple", "orange", "pizza", "cake", "tennis racket",
     "skateboard", "surfboard", "frisbee", "remote", "microwave", "toaster", "scissors", "hair dryer",
     "toothbrush", "refrigerator", "dining table", "potted plant", "exit sign", "fan", "ladder",
+    "wallet", "glasses", "headphones", "charger", "notebook", "pen", "mug", "jacket", "hat", "bag",
+    "key ring", "tablet", "camera", "speaker", "router", "radiator", "bookshelf", "curtain", "rug",
+    "kettle", "microphone", "poster", "red flag", "yellow ball", "blue box", "green bottle", "person in red",
+    "fire extinguisher", "first aid kit", "package", "parcel", "cardboard box", "coat rack", "shelf",
 )
 ARM_OBJECTS = (
     "apple", "banana", "orange", "lemon", "pear", "peach", "plum", "grape", "strawberry", "tomato",
@@ -303,7 +307,13 @@ def _photo(rng: random.Random) -> Step:
         "take_picture();", ()
 
 
-def _obj(rng: random.Random, vocab: Iterable[str] = DRONE_OBJECTS) -> str:
+_DRONE_FIND_VOCAB = tuple(dict.fromkeys(DRONE_OBJECTS + ARM_OBJECTS))
+
+
+def _obj(rng: random.Random, vocab: Iterable[str] | None = None) -> str:
+    """An object name (drone default: its vocabulary, sometimes a small household object)."""
+    if vocab is None:
+        vocab = DRONE_OBJECTS if rng.random() < 0.7 else _DRONE_FIND_VOCAB
     return rng.choice(tuple(vocab))
 
 
@@ -526,7 +536,7 @@ def _a_wipe(rng: random.Random) -> Step:
     a = _obj(rng, ARM_AREAS)
     text = rng.choice(["wipe the {a}", "clean the {a}", "wipe down the {a}", "give the {a} a wipe",
                        "wipe off the {a}", "clean up the {a}"]).format(a=a)
-    return text, f"wipe({snake(a)});", ()
+    return text, f"wipe({snake(a)});", (a,)  # with known objects the grammar admits only those areas
 
 
 def _a_move_to(rng: random.Random) -> Step:
@@ -572,7 +582,7 @@ def _a_look(rng: random.Random) -> Step:
 
 _ARM_SINGLE: list[tuple[Callable[[random.Random], Step], float]] = [
     (_a_place, 5.0), (_a_pick_only, 1.2), (_a_tidy, 2.0), (_a_push, 2.5), (_a_wipe, 1.2), (_a_move_to, 1.2),
-    (_a_gripper, 0.8), (_a_home, 0.5), (_a_wait, 0.4), (_a_look, 0.8),
+    (_a_gripper, 0.8), (_a_home, 0.6), (_a_wait, 0.8), (_a_look, 0.8),
 ]
 _ARM_STEP: list[tuple[Callable[[random.Random], Step], float]] = [
     (_a_push, 2.0), (_a_wipe, 1.5), (_a_move_to, 1.0), (_a_gripper, 0.8), (_a_wait, 0.8), (_a_look, 0.6),

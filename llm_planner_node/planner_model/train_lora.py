@@ -67,7 +67,7 @@ def _log(msg: str) -> None:
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
-_OBJ_RE = re.compile(r"\b(?:scan|goto|orienting|is_visible|look|pick|push)\(([a-z0-9_]+)|place\(([a-z0-9_]+), ([a-z0-9_]+)\)")
+_OBJ_RE = re.compile(r"\b(?:scan|goto|orienting|is_visible|look|pick|push|wipe)\(([a-z0-9_]+)|place\(([a-z0-9_]+), ([a-z0-9_]+)\)")
 
 
 def plan_objects(plan: str) -> list[str]:
@@ -312,6 +312,19 @@ def _contains_in_order(plan: str, calls: Sequence[str]) -> bool:
     return True
 
 
+_CALL_RE = re.compile(r"[a-z_]+\([^()]*\)")
+
+
+def _strict(plan: str, calls: Sequence[str], grammatical: bool) -> bool:
+    """The right calls in order, grammatical, and no other calls (home() and look(..) aside)."""
+    if not (grammatical and _contains_in_order(plan, calls)):
+        return False
+    got = {c for c in _CALL_RE.findall(plan) if c != "home()" and not c.startswith("look(")}
+    want = {c for c in calls if c.endswith(")")}
+    extra = {c for c in got if c not in want and not any(c.startswith(w) for w in calls if not w.endswith(")"))}
+    return not extra
+
+
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from peft import PeftModel
@@ -332,7 +345,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         if label == "merged":
             model = PeftModel.from_pretrained(model, str(args.out)).merge_and_unload()
         model.eval()
-        ok = gram = 0
+        ok = gram = strict = 0
         rows = []
         t0 = time.time()
         for kind, instr, calls in EVAL_SET:
@@ -343,34 +356,39 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
             plan = tok.decode(out[0, len(ids):], skip_special_tokens=True).strip()
             good = _contains_in_order(plan, calls)
             g = checkers[kind].accepts(plan)
+            st = _strict(plan, calls, g)
             ok += good
             gram += g
-            rows.append({"kind": kind, "instruction": instr, "plan": plan, "correct": good, "grammar": g})
+            strict += st
+            rows.append({"kind": kind, "instruction": instr, "plan": plan, "correct": good, "grammar": g,
+                         "strict": st})
             if args.verbose:
-                print(f"[{label}] {'OK ' if good else 'BAD'} {'G' if g else '-'} {instr!r} -> {plan!r}", flush=True)
-        results[label] = {"correct": ok, "grammar_ok": gram, "n": len(EVAL_SET),
+                print(f"[{label}] {'OK ' if good else 'BAD'} {'S' if st else '-'} {'G' if g else '-'} {instr!r} -> {plan!r}",
+                      flush=True)
+        results[label] = {"correct": ok, "strict": strict, "grammar_ok": gram, "n": len(EVAL_SET),
                           "seconds": round(time.time() - t0, 1), "rows": rows}
-        _log(f"{label}: {ok}/{len(EVAL_SET)} contain the right calls, {gram}/{len(EVAL_SET)} grammatical")
+        _log(f"{label}: {ok}/{len(EVAL_SET)} contain the right calls in order, {strict}/{len(EVAL_SET)} strictly "
+             f"(grammatical, no other calls), {gram}/{len(EVAL_SET)} grammatical")
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--steps", type=int, default=700)
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--samples", type=int, default=6000)
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--samples", type=int, default=8000)
+    ap.add_argument("--batch", type=int, default=6)
     ap.add_argument("--lr", type=float, default=4e-4)
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=int, default=32)
-    ap.add_argument("--lora-layers", type=int, default=10)
-    ap.add_argument("--prefix-refresh", type=int, default=4)
+    ap.add_argument("--lora-layers", type=int, default=8)
+    ap.add_argument("--prefix-refresh", type=int, default=20)
     ap.add_argument("--objects-fraction", type=float, default=0.4)
     ap.add_argument("--drone-fraction", type=float, default=0.6)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log-every", type=int, default=10)
-    ap.add_argument("--save-every", type=int, default=100)
+    ap.add_argument("--save-every", type=int, default=50)
     ap.add_argument("--eval", action="store_true", help="evaluate base vs merged adapter instead of training")
     ap.add_argument("--eval-json", default="", help="with --eval: write the results here")
     ap.add_argument("--verbose", action="store_true")

@@ -49,6 +49,7 @@ after each scheduling decision and advances the virtual clock to :meth:`in_fligh
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -425,7 +426,7 @@ class SimEngine:
         while self._cache and self._cache_tokens > room:
             self._cache_tokens -= self._cache.popitem(last=False)[1]
 
-    def _finish(self, g: _Gen, events: list[EngineEvent], t: float, reason: str) -> None:
+    def _finish(self, g: _Gen, events: list[EngineEvent], t: float, reason: FinishReason) -> None:
         self._running.pop(g.spec.gen_id)
         self._release(g)
         events.append(FinishedEvent(g.spec.gen_id, t, reason))
@@ -449,3 +450,50 @@ def _cumulative(segments: tuple[SimSegment, ...]) -> list[int]:
         total += s.n_tokens
         ends.append(total)
     return ends
+
+
+class RealtimeSimEngine(SimEngine):
+    """The simulated engine driven by a wall clock, running beside the planner as a GPU does.
+
+    Like vLLM's engine core, which steps on its own while the planner's Python works, the
+    simulated GPU never waits for the planner: each iteration starts when the previous one ends,
+    with the generations running at that moment, and the planner's admissions (add, resume) join
+    the first iteration that starts after them. ``step`` waits (at most 50 ms, or until
+    :meth:`wake`: a robot status or a goal arrived) for the iteration in flight and returns the
+    events of every iteration that has ended by then. (Before, an
+    iteration started only when the planner's loop came back to ``step``, so the loop's own time,
+    about 9 ms per iteration at 1,000 robots, stalled the engine: it lost a fifth of its
+    throughput and goals queued 8-11 s.)
+    """
+
+    def __init__(self, clock: Clock, config: SimEngineConfig = SimEngineConfig(),
+                 idle_wait_s: float = 0.005) -> None:
+        super().__init__(clock, config)
+        self.idle_wait_s = idle_wait_s
+        self._woken = threading.Event()
+
+    def wake(self) -> None:
+        """End the wait of a ``step`` in progress (or the next one) now."""
+        self._woken.set()
+
+    def _wait(self, seconds: float) -> None:
+        if self._woken.wait(seconds):
+            self._woken.clear()
+
+    def step(self) -> list[EngineEvent]:
+        end = self.in_flight_end()
+        if end is None:  # idle until now: start at once with what the planner admitted
+            self.start_iteration()
+            end = self.in_flight_end()
+            if end is None:
+                self._wait(self.idle_wait_s)
+                return []
+        delay = end - self.clock.now()
+        if delay > 0:
+            self._wait(min(delay, 0.05))
+        events: list[EngineEvent] = []
+        while end is not None and end <= self.clock.now():
+            events += super().step()
+            self.start_iteration(at=end)  # straight on with what is running
+            end = self.in_flight_end()
+        return events

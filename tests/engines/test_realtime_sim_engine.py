@@ -11,7 +11,7 @@ import pytest
 from llm_planner_node.core.clock import VirtualClock
 from llm_planner_node.core.engine_api import GenerationSpec, TokensEvent
 from llm_planner_node.core.skills import SkillCall
-from llm_planner_node.engines.factory import RealtimeSimEngine
+from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 from llm_planner_node.engines.sim_engine import IterationModel, SimEngineConfig, SimPrompt, SimSegment
 
 MODEL = IterationModel(0.010, 0.001, 0.0005)

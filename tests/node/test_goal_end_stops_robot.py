@@ -33,7 +33,7 @@ def breaking_engine(kind: str):
     ``invalid`` -> the model 'wrote an invalid plan'; ``engine`` -> the engine faults."""
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.core.engine_api import FailedEvent, SegmentEvent
-    from llm_planner_node.engines.factory import RealtimeSimEngine
+    from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 
     class Breaks(RealtimeSimEngine):
         broke = False

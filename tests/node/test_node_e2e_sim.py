@@ -200,7 +200,7 @@ def test_engine_failure_ends_affected_goals_and_the_node_keeps_serving(ros_conte
     STATUS_ENGINE_FAILED and the reason, the node builds a new engine and serves the next goal."""
     from llm_planner_node.client import GoalClient, spinning
     from llm_planner_node.core.clock import WallClock
-    from llm_planner_node.engines.factory import RealtimeSimEngine
+    from llm_planner_node.engines.sim_engine import RealtimeSimEngine
     from llm_planner_node.up import running_fleet
 
     class DiesOnce(RealtimeSimEngine):
@@ -234,7 +234,7 @@ def test_an_engine_that_cannot_be_rebuilt_refuses_goals_with_the_reason(ros_cont
     import llm_planner_node.engines.factory as factory
     from llm_planner_node.client import GoalClient, spinning
     from llm_planner_node.core.clock import WallClock
-    from llm_planner_node.engines.factory import RealtimeSimEngine
+    from llm_planner_node.engines.sim_engine import RealtimeSimEngine
     from llm_planner_node.up import running_fleet
 
     class Dies(RealtimeSimEngine):

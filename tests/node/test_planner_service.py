@@ -11,7 +11,7 @@ import pytest
 from llm_planner_node import planner_service as ps
 from llm_planner_node.core.clock import WallClock
 from llm_planner_node.core.task_model import EndKind
-from llm_planner_node.engines.factory import RealtimeSimEngine
+from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 from llm_planner_node.params import parse_params
 from llm_planner_node.planner_service import (CANCELLED, DONE, EXECUTING, FAILED, GoalIn, PlannerService,
                                               StatusIn)

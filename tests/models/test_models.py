@@ -92,7 +92,7 @@ def test_unknown_name_or_missing_path_is_one_sentence_listing_the_names(empty_ca
         models.resolve_model(value)
     msg = str(e.value)
     assert msg == (f"model {value!r} {why}: give a known model name (embedded, smollm2-135m-instruct, "
-                   "smollm2-135m-planner), a Hugging Face model directory or a .gguf file")
+                   "smollm2-135m-planner, gemma3-270m), a Hugging Face model directory or a .gguf file")
     assert "\n" not in msg and msg.count(". ") == 0
     assert isinstance(e.value, ValueError)
 
@@ -325,7 +325,8 @@ def test_models_prepare_prints_the_path_and_errors_are_one_sentence(cache, tmp_p
     proc = _tf("prepare", "nope", env_cache=cache, adapters=tmp_path / "adapters")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr == ("timely-fleet models: model 'nope' is neither a known model name nor an existing path: "
-                           "give a known model name (embedded, smollm2-135m-instruct, smollm2-135m-planner), "
+                           "give a known model name (embedded, smollm2-135m-instruct, smollm2-135m-planner, "
+                           "gemma3-270m), "
                            "a Hugging Face model directory or a .gguf file\n")
     proc = _tf("prepare", "smollm2-135m-planner", env_cache=cache, adapters=tmp_path / "adapters")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1

@@ -83,3 +83,15 @@ def test_the_shipped_model_keeps_its_own_format():
     build = prompt_builder_for(EngineParams(kind="vllm", model=DEFAULT_MODEL_PATH))
     assert build("find the cat", "drone", "tello_minispec") == build_prompt(
         "find the cat", "drone", DEFAULT_SKILL_SETS["tello_minispec"])
+
+
+def test_the_planner_model_is_prompted_as_it_was_trained_also_by_its_prepared_path():
+    """`up --model smollm2-135m-planner` resolves the name to its prepared directory before the
+    prompt builder is made: the options still follow the model (no worked examples)."""
+    from llm_planner_node.planner_model.prompt import prompt_options_for
+
+    assert prompt_options_for("smollm2-135m-planner").examples == 0
+    assert prompt_options_for("/root/.cache/timely_fleet/models/smollm2-135m-planner").examples == 0
+    assert prompt_options_for("/root/.cache/timely_fleet/models/smollm2-135m-instruct").examples == 4
+    assert prompt_options_for("smollm2-135m-instruct") == PromptOptions()
+

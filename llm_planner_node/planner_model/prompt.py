@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Sequence
 
 from ..core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ArgSpec, SkillSet
@@ -129,8 +130,11 @@ MODEL_PROMPT_OPTIONS: dict[str, PromptOptions] = {"smollm2-135m-planner": Prompt
 
 
 def prompt_options_for(model: str) -> PromptOptions:
-    """The prompt parts a model is prompted with (the defaults unless it was trained otherwise)."""
-    return MODEL_PROMPT_OPTIONS.get(model, PromptOptions())
+    """The prompt parts a model is prompted with (the defaults unless it was trained otherwise).
+    ``model``: a registry name or its prepared directory (``<cache>/<name>``: ``up --model``
+    resolves the name to that path before the prompt builder is made)."""
+    key = model if model in MODEL_PROMPT_OPTIONS else Path(str(model)).name
+    return MODEL_PROMPT_OPTIONS.get(key, PromptOptions())
 
 
 _INSTRUCT_HEADER = {

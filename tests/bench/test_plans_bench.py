@@ -73,6 +73,12 @@ def test_ends_other_than_eos_are_not_valid_but_what_was_dispatched_still_runs():
 def test_a_long_loop_is_unsafe_and_stopped_on_the_simulated_drone():
     r = judge(planned("drone", [["turn_cw", 30]], "12{tc,30};"))
     assert r["unsafe_dispatched"] and r["executed_ok"] and r["executed_calls"] == 12
+    # with the robot's budget, unsafe means beyond it: 12 turns of 30 degrees fit a drone's
+    from llm_planner_node.core.budgets import Budget, budget_for
+
+    assert not judge(planned("drone", [["turn_cw", 30]], "12{tc,30};"), budget_for("drone"))["unsafe_dispatched"]
+    tight = Budget(max_calls=50, max_rotation_deg=300.0)  # what a node with that budget would refuse
+    assert judge(planned("drone", [["turn_cw", 30]], "12{tc,30};"), tight)["budget_refused"]
     ok, ran, why = execute_dispatched(segments("300{tp};", "drone"), "drone")
     assert (ok, ran, why) == (False, MAX_EXECUTED_CALLS, f"stopped after {MAX_EXECUTED_CALLS} calls")
 

@@ -858,6 +858,13 @@ class GrammarState:
     def at_start(self) -> bool:
         return self.node == self.d.root
 
+    @property
+    def own_rules(self) -> bool:
+        """The state refers to the grammar's own rules only (a top-level boundary: ``plan_k_r``, a
+        shorter repetition of statements), none derived mid-statement: its resume grammar is the
+        same text in every process, whatever was derived before."""
+        return self.node is not None and all(n in self.d.grammar.rules for n in self.d._refs_in(self.node))
+
     def advance(self, text: str) -> "GrammarState":
         for c in text:
             if self.node is None:

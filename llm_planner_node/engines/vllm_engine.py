@@ -229,7 +229,7 @@ class VllmEngine:
         self.grammar_factory = grammar_factory
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self._token_bytes: list[bytes] = self._grammar_vocab() if constrained_decoding == "grammar" else []
-        self.resume_grammars: list[bool] = []              # per resume under the grammar: at the start symbol?
+        self.resume_grammars: list[bool] = []              # per resume under the grammar: at a top-level boundary (own rules)?
         self.eos_ids = self._eos_ids()
         self._events: queue.SimpleQueue[EngineEvent] = queue.SimpleQueue()
         self._gens: dict[int, _Gen] = {}
@@ -591,7 +591,7 @@ class VllmEngine:
                 gen.grammar = None
             return None
         if gen.kept:
-            self.resume_grammars.append(state.at_start)
+            self.resume_grammars.append(state.own_rules)
         return state.ebnf()
 
     def _structured_outputs(self, gen: _Gen) -> Any:

@@ -63,8 +63,9 @@ def test_segmented_is_token_identical_to_unsegmented_under_the_grammar(engine, e
 
 
 def test_resumes_inside_a_statement_were_exercised(engine):
-    """The corpus runs above resumed both at the start symbol and inside a statement (a token
-    straddled the boundary): the resume grammar is what kept them identical."""
+    """The corpus runs above resumed both at a top-level boundary (the grammar's own rules: fewer
+    statements left) and inside a statement (a token straddled the boundary: derived rules): the
+    resume grammar is what kept them identical."""
     assert True in engine.resume_grammars and False in engine.resume_grammars
 
 

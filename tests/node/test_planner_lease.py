@@ -1,9 +1,14 @@
-"""The planner's lease, as an operator meets it: `timely-fleet up --only planner` and `up --only
-adapters` as separate processes (the default fleet's drone on djitellopy + the Tello SDK
-simulator in its network namespace, the arm on the neuromeka client + the fake IndyDCP3
-servicer), goals sent with `timely-fleet goal`, the planner SIGKILLed while both robots execute.
-Each adapter stops its robot within lease_s + 1 s of the planner's death and reports `stopped:
-planner lost`; `timely-fleet goal` says the planner is gone instead of waiting out its timeout."""
+"""The planner's lease and the operator's stop, as an operator meets them: `timely-fleet up --only
+planner` and `up --only adapters` as separate processes (the default fleet's drone on djitellopy
++ the Tello SDK simulator in its network namespace, the arm on the neuromeka client + the fake
+IndyDCP3 servicer), goals sent with `timely-fleet goal`.
+
+- The planner SIGKILLed while both robots execute: each adapter stops its robot within lease_s +
+  1 s of the planner's death and reports `stopped: planner lost`; `timely-fleet goal` says the
+  planner is gone instead of waiting out its timeout.
+- `timely-fleet stop tello_1 indy_1` (signed link, an operator secret): both goals end CANCELLED
+  with the operator's name, the drone hovers and the arm stops, and the drone's next goal runs
+  normally (the `ok` of its `stop` was consumed, not taken for the next command's reply)."""
 
 from __future__ import annotations
 
@@ -93,3 +98,63 @@ def test_adapters_stop_their_robots_when_the_planner_dies(ros_context):
     assert "Traceback" not in log
     for out in outs:
         assert re.search(r"the planner is gone", out), out[-1500:]
+
+
+def test_operator_stop_halts_the_real_protocol_robots_and_the_next_goal_runs(ros_context, tmp_path):
+    if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        pytest.skip("network namespaces (iproute2) are needed for the Tello SDK simulator")
+    import hashlib
+
+    import yaml
+
+    secret = "operator-secret-for-this-test"
+    doc = yaml.safe_load((ROOT / "config" / "fleet.yaml").read_text())
+    doc["security"]["cancel_operator_keys_sha256"] = hashlib.sha256(secret.encode()).hexdigest()
+    params = tmp_path / "fleet.yaml"
+    params.write_text(yaml.safe_dump(doc))
+    import rclpy
+    from timely_fleet.msg import RobotStatus
+
+    from llm_planner_node.ros_messages import STATUS_QOS
+
+    statuses: list[tuple[float, RobotStatus]] = []
+    node = rclpy.create_node("stop_watch", context=ros_context)
+    node.create_subscription(RobotStatus, "/robot_status", lambda m: statuses.append((time.monotonic(), m)), STATUS_QOS)
+    ex = rclpy.executors.SingleThreadedExecutor(context=ros_context)
+    ex.add_node(node)
+    threading.Thread(target=ex.spin, daemon=True).start()
+    adapters = Up("--params", str(params), "--only", "adapters")
+    planner = Up("--params", str(params), "--only", "planner", "--engine", "sim")
+    try:
+        adapters.wait_ready(120)
+        planner.wait_ready(120)
+        goals = [_goal("indy_1", "clean the desk"), _goal("tello_1", "check the book on the cabinet")]
+        time.sleep(4.0)  # both robots at work
+        env = {**os.environ, "TIMELY_FLEET_OPERATOR_SECRET": secret}
+        t_stop = time.monotonic()
+        stop = subprocess.run([*TF, "stop", "tello_1", "indy_1", "--operator", "tester"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60, env=env)
+        outs = [g.communicate(timeout=60)[0] for g in goals]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            idle = {m.robot_id: m.error for t, m in statuses
+                    if t > t_stop and m.state == RobotStatus.STATE_IDLE and m.error.startswith("stopped")}
+            if {"tello_1", "indy_1"} <= set(idle):
+                break
+            time.sleep(0.1)
+        again = subprocess.run([*TF, "goal", "tello_1", "check the book on the cabinet", "--timeout", "120"],
+                               cwd=ROOT, capture_output=True, text=True, timeout=150)
+    finally:
+        log = adapters.stop()
+        planner.stop()
+        ex.shutdown()
+        node.destroy_node()
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    for out in outs:
+        assert re.search(r"^CANCELLED: stopped by operator tester", out, re.M), out[-1500:]
+    # the adapters brought both robots to idle (the drone hovering after the Tello 'stop', the arm
+    # stopped) and said so on /robot_status
+    assert {"tello_1", "indy_1"} <= set(idle), (idle, [(m.robot_id, m.state, m.error) for _t, m in statuses][-20:])
+    assert "SUCCEEDED" in again.stdout, again.stdout[-1500:] + again.stderr[-1500:]
+    assert "Traceback" not in log
+

@@ -494,6 +494,13 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
               "one with `timely-fleet up`", file=sys.stderr)
         return 1
     t0 = time.monotonic()
+    lock = threading.Lock()
+
+    def say(text: str) -> None:
+        """One whole line: the robot's status and the goal's feedback arrive on other threads."""
+        with lock:
+            print(text, flush=True)
+
     mine: dict[str, str] = {}
     shown: set[str] = set()
 
@@ -518,18 +525,18 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
         if line in shown:
             return
         shown.add(line)
-        print(f"[{time.monotonic() - t0:7.3f} s] robot {st.robot_id}: {line}", flush=True)
+        say(f"[{time.monotonic() - t0:7.3f} s] robot {st.robot_id}: {line}")
 
     client.watch_status(progress)
 
     def show(fb: Any) -> None:
         if not fb.skills and fb.text.startswith("waiting for approval of segment"):  # held for an operator
-            print(f"[{time.monotonic() - t0:7.3f} s] {fb.text}", flush=True)
+            say(f"[{time.monotonic() - t0:7.3f} s] {fb.text}")
             return
         skills = ", ".join(f"{s.name}({', '.join(s.arg_values)})" for s in fb.skills)
-        print(f"[{time.monotonic() - t0:7.3f} s] segment {fb.index}: {fb.text!r} -> {skills}"
-              f" (queued {fb.queue_s * 1000:.0f} ms, generated in {fb.generation_s * 1000:.0f} ms)"
-              f"{' [final]' if fb.final else ''}", flush=True)
+        say(f"[{time.monotonic() - t0:7.3f} s] segment {fb.index}: {fb.text!r} -> {skills}"
+            f" (queued {fb.queue_s * 1000:.0f} ms, generated in {fb.generation_s * 1000:.0f} ms)"
+            f"{' [final]' if fb.final else ''}")
 
     h = client.send(args.robot_id, args.instruction, task_type=args.task_type, tuf=tuf, on_feedback=show)
     mine["id"] = h.goal_id
@@ -539,7 +546,7 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
         now = time.monotonic()
         if now >= deadline:
             client.cancel(h)
-            print(f"no result after {args.timeout} s: goal cancelled")
+            say(f"no result after {args.timeout} s: goal cancelled")
             return 1
         # a planner killed without a goodbye leaves discovery within its DDS lease (4 s,
         # config/fastdds.xml); its robots' adapters stop them when its own lease runs out
@@ -548,14 +555,13 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
         elif gone_since is None:
             gone_since = now
         elif now - gone_since >= PLANNER_GONE_S:
-            print(f"the planner is gone: its action server disappeared {now - t0:.1f} s after the goal was sent; "
-                  f"robot {args.robot_id}'s adapter stops the robot when the planner's lease runs out",
-                  flush=True)
+            say(f"the planner is gone: its action server disappeared {now - t0:.1f} s after the goal was sent; "
+                f"robot {args.robot_id}'s adapter stops the robot when the planner's lease runs out")
             return 1
         h.result_wait(0.25)
     res = h.result(0)
-    print(f"{STATUS_NAMES.get(res.status, res.status)}: {res.message}")
+    say(f"{STATUS_NAMES.get(res.status, res.status)}: {res.message}")
     if res.status == 0:
-        print(f"response {res.response_time_s:.3f} s, robot waiting {res.robot_waiting_s:.3f} s, "
-              f"utility {res.time_utility:.2f} of {tuf[2]:g}")
+        say(f"response {res.response_time_s:.3f} s, robot waiting {res.robot_waiting_s:.3f} s, "
+            f"utility {res.time_utility:.2f} of {tuf[2]:g}")
     return 0 if res.status == 0 else 1

@@ -39,7 +39,7 @@ from .core.tuf import TUFParams, tuf_problem
 from .delivery import SegmentDelivery
 from .engines.factory import predictor_for, prompt_builder_for
 from .core.budgets import StaticBudget
-from .grammar import build_plan_grammar, language_for, longest_plan_chars
+from .grammar import derivatives_for, language_for, longest_plan_chars
 from .segmenters.plan_cost import segment_cost
 from .params import SIM_ENGINES, FleetParams
 from .operator_control import OperatorControl
@@ -316,7 +316,8 @@ class PlannerService:
             if pp.constrained_decoding == "grammar" and pp.engine.kind not in SIM_ENGINES:
                 ss = DEFAULT_SKILL_SETS[robot.skill_set]
                 lang = language_for(robot.kind, ss)
-                g = build_plan_grammar(ss, language=lang, limits=pp.plan_limits.get(lang), objects=robot.objects)
+                # the grammar the engine decodes this robot's goals under (shared, built once)
+                g = derivatives_for(ss, robot.kind, limits=pp.plan_limits.get(lang), objects=robot.objects).grammar
                 n = max(n, longest_plan_chars(g) + 1)
             self._max_tokens_of[robot.id] = n
         return n

@@ -18,9 +18,10 @@ The same budget is checked twice, by two parties that do not trust each other's 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .overrides import with_overrides
 from .skills import SkillCall
 
 #: Drone moves: skill -> unit vector in the body frame (forward, right, up).
@@ -69,16 +70,10 @@ class Budget:
 
     def merged(self, overrides: Mapping[str, Any] | None) -> "Budget":
         """This budget with some fields replaced (unknown names raise ValueError)."""
-        if not overrides:
-            return self
-        known = {f.name for f in fields(self)}
-        bad = sorted(set(overrides) - known)
-        if bad:
-            raise ValueError(f"unknown budget setting {bad[0]!r} (settings: {', '.join(sorted(known))})")
-        kw = dict(overrides)
-        if kw.get("fence_cm") is not None:
+        kw = dict(overrides or {})
+        if kw.get("fence_cm") is not None:  # a YAML list; the dataclass holds a tuple
             kw["fence_cm"] = tuple(float(v) for v in kw["fence_cm"])
-        return replace(self, **kw)
+        return with_overrides(self, kw, "budget setting", "settings")
 
     def duration_limit_s(self, predicted_s: float) -> float:
         """The plan's duration budget for a predicted execution time (seconds)."""

@@ -17,8 +17,10 @@ corpus (the longest drone plan: a loop of 12 with an if inside; the longest arm 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
+
+from .overrides import with_overrides
 
 
 @dataclass(frozen=True)
@@ -45,13 +47,7 @@ class PlanLimits:
 
     def merged(self, overrides: Mapping[str, Any] | None) -> "PlanLimits":
         """These limits with some fields replaced (unknown names raise ValueError)."""
-        if not overrides:
-            return self
-        known = {f.name for f in fields(self)}
-        bad = sorted(set(overrides) - known)
-        if bad:
-            raise ValueError(f"unknown plan limit {bad[0]!r} (limits: {', '.join(sorted(known))})")
-        return replace(self, **dict(overrides))
+        return with_overrides(self, overrides, "plan limit", "limits")
 
 
 #: Defaults per plan language. Arm plans are flat call lists (no blocks); the shipped corpus'

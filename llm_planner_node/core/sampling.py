@@ -10,8 +10,10 @@ chat answers are not the unsegmented ones token for token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any, Mapping
+
+from .overrides import with_overrides
 
 
 @dataclass(frozen=True)
@@ -31,13 +33,8 @@ class Sampling:
             raise ValueError(f"sampling repetition_penalty must be in 1..2, got {self.repetition_penalty!r}")
 
     def merged(self, overrides: Mapping[str, Any] | None) -> "Sampling":
-        if not overrides:
-            return self
-        known = {f.name for f in fields(self)}
-        bad = sorted(set(overrides) - known)
-        if bad:
-            raise ValueError(f"unknown sampling setting {bad[0]!r} (settings: {', '.join(sorted(known))})")
-        return replace(self, **{k: float(v) for k, v in overrides.items()})
+        floats = {k: float(v) for k, v in overrides.items()} if overrides else None
+        return with_overrides(self, floats, "sampling setting", "settings")
 
 
 #: Defaults: plans greedy; chat greedy with a repetition penalty (a 135M instruct model repeated

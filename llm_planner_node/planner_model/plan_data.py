@@ -109,6 +109,8 @@ DRONE_OBJECTS = (
     "key ring", "tablet", "camera", "speaker", "router", "radiator", "bookshelf", "curtain", "rug",
     "kettle", "microphone", "poster", "red flag", "yellow ball", "blue box", "green bottle", "person in red",
     "fire extinguisher", "first aid kit", "package", "parcel", "cardboard box", "coat rack", "shelf",
+    "kitchen door", "front door", "back door", "garage door", "bedroom window", "kitchen window", "kitchen table",
+    "office chair", "living room", "hallway", "balcony", "garden", "stairs", "doorway", "corner",
 )
 ARM_OBJECTS = (
     "apple", "banana", "orange", "lemon", "pear", "peach", "plum", "grape", "strawberry", "tomato",
@@ -285,7 +287,7 @@ def _delay(rng: random.Random) -> Step:
     s = rng.choice([0.5, 1, 1, 2, 2, 3, 3, 4, 5, 5, 6, 7, 8, 10, 1.5, 2.5])
     ms = int(round(s * 1000))
     verb = rng.choice(["wait", "wait", "hover for", "pause for", "hold position for", "stay still for",
-                       "wait for", "hang there for"])
+                       "wait for", "hang there for", "hover there for", "stay there for"])
     if rng.random() < 0.1 and ms % 100 == 0 and ms <= 3000:
         return f"{verb} {ms} milliseconds", f"delay({ms});", ()
     return f"{verb} {_seconds_phrase(rng, s)}", f"delay({ms});", ()
@@ -404,14 +406,84 @@ def _loop(rng: random.Random) -> Step:
     return text, f"{n}{{{inner[1]}}};", ()
 
 
+_OPPOSITE = {"move_forward": "move_backward", "move_backward": "move_forward", "move_left": "move_right",
+             "move_right": "move_left", "move_up": "move_down", "move_down": "move_up"}
+
+
+def _there_and_back(rng: random.Random) -> Step:
+    """A move and the same move back ("fly left 1 m and come back")."""
+    text, plan, _ = _move(rng)
+    skill = plan.split("(")[0]
+    cm = int(plan.split("(")[1].rstrip(");"))
+    back = rng.choice(["come back", "come back", "return", "go back", "fly back", "return to where you started",
+                       "and come back again"])
+    joiner = rng.choice([" then ", " and ", ", then ", ", and "])
+    return f"{text}{joiner}{back}".replace("and and", "and"), f"{skill}({cm});{_OPPOSITE[skill]}({cm});", ()
+
+
+def _bare_move(rng: random.Random) -> Step:
+    """A move with no distance: a little is 50 cm, otherwise 100 cm."""
+    skill = rng.choice(list(_MOVE_VERBS))
+    verbs, _ = _MOVE_VERBS[skill]
+    if rng.random() < 0.4:
+        return f"{rng.choice(verbs)} {rng.choice(['a bit', 'a little', 'slightly', 'a little bit'])}", \
+            f"{skill}(50);", ()
+    return rng.choice(verbs), f"{skill}(100);", ()
+
+
+def _side_photo(rng: random.Random) -> Step:
+    """Turn to a side, then a picture ("snap a photo of the view behind you")."""
+    side, turn = rng.choice([("left", "turn_ccw(90);"), ("right", "turn_cw(90);"), ("behind you", "turn_cw(180);")])
+    where = f"to your {side}" if side != "behind you" else side
+    text = rng.choice([f"photograph the view {where}", f"take a picture of what is {where}",
+                       f"snap a photo of the view {where}", f"show me what is {where}"])
+    return text, f"{turn}take_picture();", ()
+
+
+def _photo_still(rng: random.Random) -> Step:
+    """A picture from where the drone is."""
+    return rng.choice(["take a photo without moving", "take a photo from here", "snap a picture right here",
+                       "take a photo where you are", "capture an image without moving",
+                       "just take a picture"]), "take_picture();", ()
+
+
+def _photos_facing(rng: random.Random) -> Step:
+    """Pictures facing several ways: a picture, a turn, a picture."""
+    if rng.random() < 0.5:
+        text = rng.choice(["take two photos, one to the front and one to the back",
+                           "take a photo in front of you and one behind you",
+                           "photograph ahead, then turn around and photograph behind"])
+        return text, "take_picture();turn_cw(180);take_picture();", ()
+    side, turn = rng.choice([("left", "turn_ccw(90);"), ("right", "turn_cw(90);")])
+    text = rng.choice([f"take a picture, then turn {side} and take another",
+                       f"take one photo ahead and one to the {side}"])
+    return text, f"take_picture();{turn}take_picture();", ()
+
+
+def _after(rng: random.Random) -> Step:
+    """Steps said in reverse order: "land after climbing 2 m" (plan: the climb, then land)."""
+    first = _pick(rng, [(_move, 3.0), (_turn, 1.0), (_photo, 1.0), (_delay, 1.0)])(rng)
+    second = rng.choice([_land, _photo, _turn, _move])(rng)
+    first_ing = {"fly": "flying", "go": "going", "move": "moving", "climb": "climbing", "turn": "turning",
+                 "take": "taking", "wait": "waiting", "rotate": "rotating", "descend": "descending",
+                 "rise": "rising", "hover": "hovering", "pause": "pausing", "snap": "snapping"}
+    words = first[0].split()
+    if words[0] not in first_ing:
+        return f"{first[0]}, then {second[0]}", first[1] + second[1], ()
+    ing = " ".join([first_ing[words[0]]] + words[1:])
+    return f"{second[0]} after {ing}", first[1] + second[1], ()
+
+
 _DRONE_SINGLE: list[tuple[Callable[[random.Random], Step], float]] = [
+    (_there_and_back, 0.5), (_bare_move, 0.4), (_side_photo, 0.3), (_photo_still, 0.2), (_photos_facing, 0.2),
+    (_after, 0.5),
     (_move, 6.0), (_turn, 3.0), (_delay, 1.0), (_takeoff, 0.8), (_land, 0.8), (_photo, 1.0), (_goto, 1.2),
     (_photograph, 0.8), (lambda r: _find(r), 1.5), (_visible, 0.4), (_abstract, 0.3), (_orient, 0.3),
     (_loop, 1.2),
 ]
 _DRONE_STEP: list[tuple[Callable[[random.Random], Step], float]] = [
     (_move, 6.0), (_turn, 3.0), (_delay, 0.8), (_photo, 1.2), (_goto, 0.8), (_photograph, 0.4), (_loop, 0.4),
-    (_orient, 0.2),
+    (_orient, 0.2), (_there_and_back, 0.4), (_bare_move, 0.3), (_side_photo, 0.2),
 ]
 
 

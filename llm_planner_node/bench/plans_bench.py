@@ -56,7 +56,8 @@ the parameter file's plan limits), the grammar-constrained configuration with on
 off per row: ``no_descriptions`` (``PromptOptions.descriptions=False``: skills by signature
 only), ``no_objects`` (``objects=False``: no known-objects line in the prompt; the grammar still
 admits only the robot's objects, as the node does; only robot kinds that have objects run it),
-``no_examples`` (``examples=0``) and ``loose_bounds`` (the grammar of :data:`LOOSE_BOUNDS`,
+``no_examples`` (``examples=0``), ``no_quantities`` (``quantities=False``: the instruction
+as the user wrote it, not with its quantities in the skills' units) and ``loose_bounds`` (the grammar of :data:`LOOSE_BOUNDS`,
 the bounds main had before plan limits: loops up to 1000, 16 levels of nesting, 64 statements,
 4 variables, 8 comparisons, names of 64 and strings of 200 characters; MiniSpec keeps
 :data:`LOOSE_MINISPEC_STATEMENTS` statements, see there). The prompt parts apply to models
@@ -97,7 +98,7 @@ MODES = {"grammar": (True,), "off": (False,), "both": (True, False)}
 METRICS = ("valid", "semantic_match", "executed_ok", "unsafe_dispatched", "invalid_plan", "budget_refused",
            "truncated", "failed")
 #: Rows of ``--ablation`` (``full`` first).
-ABLATIONS = ("full", "no_descriptions", "no_objects", "no_examples", "loose_bounds")
+ABLATIONS = ("full", "no_descriptions", "no_objects", "no_examples", "no_quantities", "loose_bounds")
 #: The bounds the plan grammar had before plan limits (main before the bounded grammar).
 LOOSE_BOUNDS = PlanLimits(max_statements=64, max_depth=16, max_loop=1000, max_vars=4, max_conditions=8,
                           max_name_chars=64, max_string_chars=200)
@@ -589,7 +590,8 @@ def variants(model: str, plan_limits: Mapping[str, PlanLimits], modes: tuple[boo
 
     for name, part, opts in (("no_descriptions", "skill descriptions", replace(base, descriptions=False)),
                              ("no_objects", "known objects", replace(base, objects=False)),
-                             ("no_examples", "worked examples", replace(base, examples=0))):
+                             ("no_examples", "worked examples", replace(base, examples=0)),
+                             ("no_quantities", "quantities in the skills' units", replace(base, quantities=False))):
         if not chat:
             skip(name, f"{model} has no chat template: its own prompt format has no {part} to switch off")
         elif opts == base:

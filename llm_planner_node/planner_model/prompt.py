@@ -36,6 +36,7 @@ from typing import Sequence
 from ..core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ArgSpec, SkillSet
 from ..grammar import object_names
 from .examples import retrieve
+from .quantities import normalise_quantities
 
 PLAN_MARKER = "Plan:"
 
@@ -117,16 +118,21 @@ def has_chat_template(tokenizer: object) -> bool:
 class PromptOptions:
     """What an instruct model's prompt carries (each part can be switched off for the ablation in
     ``timely-fleet bench plans``): skill descriptions with units and ranges, the robot's known
-    objects, and ``examples`` worked examples retrieved for the instruction."""
+    objects, ``examples`` worked examples retrieved for the instruction, and ``quantities``: the
+    instruction's distances, durations and turns rewritten in the skills' units
+    (:mod:`.quantities`, in the examples' instructions too)."""
 
     descriptions: bool = True
     objects: bool = True
     examples: int = 4
+    quantities: bool = True
 
 
 #: Prompt parts per named model: the planner model was adapted to plans without worked examples
-#: (its prompt is shorter; ``planner_model/train_lora.py`` trains with exactly these options).
-MODEL_PROMPT_OPTIONS: dict[str, PromptOptions] = {"smollm2-135m-planner": PromptOptions(examples=0)}
+#: and on instructions as users write them (its prompt is shorter; ``planner_model/train_lora.py``
+#: trains with exactly these options).
+PLANNER_PROMPT_OPTIONS = PromptOptions(examples=0, quantities=False)
+MODEL_PROMPT_OPTIONS: dict[str, PromptOptions] = {"smollm2-135m-planner": PLANNER_PROMPT_OPTIONS}
 
 
 def prompt_options_for(model: str) -> PromptOptions:
@@ -202,14 +208,19 @@ def language_key(robot_kind: str, skill_set: SkillSet) -> str:
 def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillSet | None = None, *,
                   objects: Sequence[str] = (), options: PromptOptions = PromptOptions()) -> list[dict]:
     """System message, then ``options.examples`` retrieved worked examples as user/assistant
-    turns, then the instruction."""
+    turns, then the instruction (quantities in the skills' units when ``options.quantities``)."""
     if skill_set is None:
         skill_set = DEFAULT_SKILL_SETS[DEFAULT_SKILL_SET_FOR_KIND[robot_kind]]
     instruction = " ".join(instruction.strip().split())
+    language = language_key(robot_kind, skill_set)
+
+    def said(text: str) -> str:
+        return normalise_quantities(text, language) if options.quantities else text
+
     msgs = [{"role": "system", "content": system_message(robot_kind, skill_set, objects=objects, options=options)}]
-    for instr, plan in retrieve(instruction, language_key(robot_kind, skill_set), options.examples):
-        msgs += [{"role": "user", "content": instr}, {"role": "assistant", "content": plan}]
-    msgs.append({"role": "user", "content": instruction})
+    for instr, plan in retrieve(instruction, language, options.examples):
+        msgs += [{"role": "user", "content": said(instr)}, {"role": "assistant", "content": plan}]
+    msgs.append({"role": "user", "content": said(instruction)})
     return msgs
 
 

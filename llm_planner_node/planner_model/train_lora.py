@@ -5,7 +5,7 @@
 
 Data: :func:`.plan_data.generate` (synthetic, seeded; never a held-out or worked-example
 instruction). Each sample is rendered with exactly the prompt the node uses for this model,
-``build_chat_prompt_ids(tokenizer, instruction, kind, objects=..., options=PromptOptions(examples=0))``,
+``build_chat_prompt_ids(tokenizer, instruction, kind, objects=..., options=PLANNER_PROMPT_OPTIONS)``,
 and the target is the plan text followed by ``<|im_end|>`` (the chat template's end of turn, the
 tokenizer's eos and ``generation_config.eos_token_id``); the loss is on the target tokens only.
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -39,13 +40,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .plan_data import DRONE_OBJECTS, ARM_OBJECTS, ARM_TARGETS, PlanSample, generate
-from .prompt import PromptOptions, build_chat_prompt_ids
+from .prompt import PLANNER_PROMPT_OPTIONS, build_chat_prompt_ids
 
 BASE_MODEL = "smollm2-135m-instruct"
 MODEL_NAME = "smollm2-135m-planner"
 DEFAULT_OUT = Path(__file__).resolve().parent / "adapters" / MODEL_NAME
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-PROMPT_OPTIONS = PromptOptions(examples=0)
+PROMPT_OPTIONS = PLANNER_PROMPT_OPTIONS
 
 
 def base_model_dir() -> str:
@@ -241,7 +242,7 @@ def train(args: argparse.Namespace) -> None:
                 "loss_mean_first_10": sum(losses[:10]) / len(losses[:10]),
                 "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                              "peft": peft.__version__},
-                "threads": args.threads, "prompt_options": {"examples": 0},
+                "threads": args.threads, "prompt_options": dataclasses.asdict(PROMPT_OPTIONS),
                 "end_token": "<|im_end|>", "end_token_id": eos_id,
             })
     _log(f"done in {time.time() - t0:.0f} s")

@@ -246,11 +246,11 @@ def test_each_ablation_row_builds_its_prompt_options_and_plan_limits():
     pb, params, objects, runs, skipped, engine, calls = _ablation_run()
     assert [(r["ablation"], r["constrained"]) for r in runs] == [
         ("full", True), ("full", False), ("no_descriptions", True), ("no_objects", True), ("no_examples", True),
-        ("loose_bounds", True)]
+        ("no_quantities", True), ("loose_bounds", True)]
     full = PromptOptions()
     want_options = {"full": full, "no_descriptions": PromptOptions(descriptions=False),
                     "no_objects": PromptOptions(objects=False), "no_examples": PromptOptions(examples=0),
-                    "loose_bounds": full}
+                    "no_quantities": PromptOptions(quantities=False), "loose_bounds": full}
     loose = pb.loose_limits()
     assert loose["arm"] == pb.LOOSE_BOUNDS == pm_limits(64, 16, 1000, 4, 8, 64, 200)
     assert loose["minispec"] == pm_limits(pb.LOOSE_MINISPEC_STATEMENTS, 16, 1000, 4, 8, 64, 200)
@@ -305,15 +305,15 @@ def test_a_model_without_chat_template_runs_only_full_and_loose_bounds():
     pb, params, objects, runs, skipped, engine, calls = _ablation_run(model="embedded", chat=False)
     assert [(r["ablation"], r["constrained"]) for r in runs] == [("full", True), ("full", False),
                                                                  ("loose_bounds", True)]
-    assert [s["ablation"] for s in skipped] == ["no_descriptions", "no_objects", "no_examples"]
+    assert [s["ablation"] for s in skipped] == ["no_descriptions", "no_objects", "no_examples", "no_quantities"]
     assert all("no chat template" in s["reason"] for s in skipped) and runs[0]["prompt_options"] is None
 
 
-def test_the_planner_model_has_no_examples_to_switch_off():
+def test_the_planner_model_has_no_examples_or_quantities_to_switch_off():
     pb, params, objects, runs, skipped, engine, calls = _ablation_run(model="smollm2-135m-planner", kinds=("drone",))
     assert [r["ablation"] for r in runs] == ["full", "full", "no_descriptions", "loose_bounds"]
-    assert {s["ablation"] for s in skipped} == {"no_examples", "no_objects"}
-    assert {c[0].examples for c in calls} == {0}
+    assert {s["ablation"] for s in skipped} == {"no_examples", "no_objects", "no_quantities"}
+    assert {c[0].examples for c in calls} == {0} and {c[0].quantities for c in calls} == {False}
 
 
 def test_a_fixed_max_tokens_applies_to_every_row():

@@ -39,7 +39,7 @@ adapter's SHA-256; a changed source (a new adapter) prepares again, an unchanged
 ``stat`` (and a hash of the small adapter files).
 
 :data:`MODEL_DEFAULTS` holds engine parameters a model needs that differ from the
-:class:`~llm_planner_node.params.EngineParams` defaults (the instruct models' prompts are
+:class:`~llm_planner_node.config.params.EngineParams` defaults (the instruct models' prompts are
 600-900 tokens: a 2,048-token context); :func:`engine_for_model` applies them to a parameter
 set where it still has the default values.
 """
@@ -79,7 +79,7 @@ GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a681
 #: saying how to install a missing one
 DIST_VERSIONS = {SMOLLM2_DIST: "0.1.2", GEMMA3_DIST: "1.0.0",
                  **{f"{GEMMA3_DIST}-part{i}": "1.0.0" for i in range(1, 5)}}
-TRAIN_LORA_CMD = "scripts/run python -m llm_planner_node.planner_model.train_lora"
+TRAIN_LORA_CMD = "scripts/run python -m llm_planner_node.tools.training.train_lora"
 
 #: SmolLM2-Instruct's ChatML template (the one of HuggingFaceTB/SmolLM2-135M-Instruct), set when
 #: a conversion lost the template
@@ -766,7 +766,7 @@ def engine_for_model(engine: Any, model: str | None = None) -> Any:
     (the YAML's) is left for ``FleetParams.check`` to judge."""
     from dataclasses import replace
 
-    from .params import EngineParams
+    from llm_planner_node.config.params import EngineParams
 
     name = model if model is not None else engine.model
     if name != engine.model:

@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .core.clock import WallClock
-from .logging_setup import add_log_level_argument, configure_logging, quiet_djitellopy
-from .params import DEFAULT_PARAMS, ENGINE_KINDS, FleetParams, ParamError, RobotParams, load_params
+from llm_planner_node.core.clock import WallClock
+from llm_planner_node.logging_setup import add_log_level_argument, configure_logging, quiet_djitellopy
+from llm_planner_node.config.params import DEFAULT_PARAMS, ENGINE_KINDS, FleetParams, ParamError, RobotParams, load_params
 
 log = logging.getLogger("timely_fleet.up")
 
@@ -53,14 +53,14 @@ def workspace_scene(extra: tuple[str, ...] = ()) -> Any:
     Indy7's reach, so generated plans find them."""
     from robot_adapters.scene import Scene, SceneObject
 
-    from .core.skills import INDY7_ARM
-    from .planner_model.corpus import generate_corpus
-    from .segmenters.arm import parse_arm_plan
-    from .sim.traces import TRACES
+    from llm_planner_node.core.skills import INDY7_ARM
+    from llm_planner_node.planner_model.corpus import generate_corpus
+    from llm_planner_node.segmenters.arm import parse_arm_plan
+    from llm_planner_node.engines.sim_traces import TRACES
 
     plans = [e.plan for e in generate_corpus() if e.robot_kind == "arm"]
     plans += ["".join(seg.text for seg in t.prompt.segments) for t in TRACES.values() if t.robot_kind == "arm"]
-    from .grammar import object_names
+    from llm_planner_node.prompts.grammar import object_names
 
     names: set[str] = set(object_names(extra))
     for plan in plans:
@@ -124,7 +124,7 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
             try:
                 fake = FakeIndy(host, time_scale=time_scale, scene=scene).start()
             except OSError as e:  # most often: another `up` or `demo` of this fleet still runs here
-                from .cli import CommandError
+                from llm_planner_node.cli import CommandError
 
                 raise CommandError(f"robot {robot.id}: {e} (or stop the other `timely-fleet up` or `demo` "
                                    "running on this machine)") from e
@@ -141,7 +141,7 @@ def fleet_keystore(params: FleetParams) -> Any:
     """The keystore of ``security.keystore`` with a key for every robot of the fleet (created on
     first run: planner and adapters started here share it; remote adapters need a copy of their
     robot's key file)."""
-    from .security import Keystore
+    from llm_planner_node.security.signing import Keystore
 
     keystore = Keystore(params.security.keystore or None)
     created = keystore.ensure([r.id for r in params.robots])
@@ -166,9 +166,9 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
     from rclpy.executors import SingleThreadedExecutor
     from robot_adapters.adapter_base import AdapterCore, AdapterNode
 
-    from .node import PlannerNode
+    from llm_planner_node.ros.node import PlannerNode
 
-    from .security import LinkSigner, LinkVerifier
+    from llm_planner_node.security.signing import LinkSigner, LinkVerifier
 
     # keys generated on first run, before the planner looks for them; the adapters share them
     keystore = fleet_keystore(params) if params.security.mode == "sign" else None
@@ -222,7 +222,7 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
             from rclpy.lifecycle import TransitionCallbackReturn
 
             if planner_node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-                from .cli import CommandError
+                from llm_planner_node.cli import CommandError
 
                 raise CommandError("the planner could not be configured (the reason is logged above)")
             planner_node.trigger_activate()
@@ -324,8 +324,8 @@ def add_model_argument(parser: argparse.ArgumentParser) -> None:
 def load_with_overrides(args: argparse.Namespace) -> FleetParams:
     from dataclasses import replace
 
-    from .core.policies import policy_names
-    from .models import ModelError, engine_for_model
+    from llm_planner_node.core.policies import policy_names
+    from llm_planner_node.models import ModelError, engine_for_model
 
     model = getattr(args, "model", None)
     params = load_params(args.params, tuple(policy_names()), check=False)

@@ -61,8 +61,8 @@ from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
 from llm_planner_node.core.outcomes import STATE_NAMES, RobotState
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 
-from .event_loop import EventLoop, Watchdog, default_loop
-from .executor import SkillCancelled, SkillExecutionError, SkillExecutor
+from robot_adapters.event_loop import EventLoop, Watchdog, default_loop
+from robot_adapters.executor import SkillCancelled, SkillExecutionError, SkillExecutor
 
 log = logging.getLogger("timely_fleet.adapter")
 _VAR = re.compile(r"^_\d+$")
@@ -466,7 +466,7 @@ class AdapterCore:
         """All checks before any command: returns (calls, parsed MiniSpec program or None)."""
         program = None
         if self.use_minispec and seg.text.strip():
-            from .minispec_interpreter import MiniSpecInterpreter
+            from robot_adapters.minispec_interpreter import MiniSpecInterpreter
 
             program = MiniSpecInterpreter(self.skill_set, lambda c: None).parse(seg.text)
         calls = []
@@ -504,7 +504,7 @@ class AdapterCore:
         g.meter.predicted_s += float(sum(predicted)) * self.time_scale
         if program is not None:
             if g.interpreter is None:  # one per goal: variables live across its segments
-                from .minispec_interpreter import MiniSpecInterpreter
+                from robot_adapters.minispec_interpreter import MiniSpecInterpreter
 
                 g.interpreter = MiniSpecInterpreter(self.skill_set, lambda call: None)
             gen = g.interpreter.steps(program)
@@ -723,7 +723,7 @@ def segment_qos() -> Any:
 
 
 def status_qos() -> Any:
-    from llm_planner_node.ros_messages import STATUS_QOS
+    from llm_planner_node.ros.messages import STATUS_QOS
 
     return STATUS_QOS
 
@@ -745,14 +745,14 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
     def __init__(self, name: str = "robot_adapter", *, context: Any = None, namespace: str = "",
                  signer: Any = None, verifier: Any = None, per_robot_topics: bool = False,
                  segment_topics: str | None = None) -> None:
-        """``signer``/``verifier`` (:mod:`llm_planner_node.security`, ``security.mode: sign``):
+        """``signer``/``verifier`` (:mod:`llm_planner_node.security.signing`, ``security.mode: sign``):
         statuses go out signed with the robot's key, and a segment runs only if the planner
         signed it with that robot's key (anything else is dropped and counted in
         :attr:`link_drops`). ``per_robot_topics``: statuses on ``robots/<id>/status``.
         ``segment_topics``: ``shared`` (one subscription to ``robot_segments`` for every robot
         of the node, dispatched by ``robot_id``), ``per_robot`` (``robots/<id>/segments``, one
         subscription per robot: SROS2 access control) or ``both``; default
-        :func:`~llm_planner_node.ros_messages.planner_segment_topics` (what the planner publishes
+        :func:`~llm_planner_node.ros.messages.planner_segment_topics` (what the planner publishes
         on). Either way a segment runs only on the core its ``robot_id`` names, verified with that
         robot's key."""
         super().__init__(name, context=context, namespace=namespace)
@@ -760,7 +760,7 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
 
         self._status_type = RobotStatus
         self._segment_type = SkillSegment
-        from llm_planner_node.ros_messages import (SEGMENTS_TOPIC, STATUS_TOPIC, planner_segment_topics,
+        from llm_planner_node.ros.messages import (SEGMENTS_TOPIC, STATUS_TOPIC, planner_segment_topics,
                                                    draining_subscription, segments_topic, status_topic)
 
         self.segment_topics = segment_topics or planner_segment_topics(per_robot_topics)

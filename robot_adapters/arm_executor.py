@@ -27,7 +27,7 @@ from typing import Any
 from llm_planner_node.core.execution_time import ARM_MOVE_BASE_S, ARM_TCP_SPEED_MM_S
 from llm_planner_node.core.skills import INDY7_ARM, SkillCall
 
-from .executor import SkillCancelled, SkillExecutionError, SkillExecutor, SkillTimeout, sleep_cancellable
+from robot_adapters.executor import SkillCancelled, SkillExecutionError, SkillExecutor, SkillTimeout, sleep_cancellable
 
 GRIP_DO = 0
 GRIP_DI = 0

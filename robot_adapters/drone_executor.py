@@ -24,8 +24,8 @@ from typing import Any, Callable
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import TELLO_MINISPEC, SkillCall
 
-from .executor import SkillCancelled, SkillExecutionError, SkillExecutor, sleep_cancellable
-from .scene import Scene
+from robot_adapters.executor import SkillCancelled, SkillExecutionError, SkillExecutor, sleep_cancellable
+from robot_adapters.scene import Scene
 
 MOVE_CMD = {"move_forward": "forward", "move_backward": "back", "move_left": "left",
             "move_right": "right", "move_up": "up", "move_down": "down"}

@@ -52,13 +52,13 @@ class SkillExecutor:
         """Begin ``call`` without blocking; ``done(value, error)`` runs once on ``loop`` when it
         ends (``error``: what :meth:`execute` would raise). Default: :meth:`execute` on the
         bounded blocking pool (real robot clients block; see :mod:`.event_loop`)."""
-        from .event_loop import run_blocking
+        from robot_adapters.event_loop import run_blocking
 
         run_blocking(loop, lambda: self.execute(call, cancel), done)
 
     def start_halt(self, done: Callable[[Any, BaseException | None], None], loop: Any) -> None:
         """:meth:`halt` without blocking the loop (default: on the blocking pool)."""
-        from .event_loop import run_blocking
+        from robot_adapters.event_loop import run_blocking
 
         run_blocking(loop, self.halt, done)
 

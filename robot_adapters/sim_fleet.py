@@ -26,8 +26,8 @@ import numpy as np
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import CHAT, INDY7_ARM, TELLO_MINISPEC, SkillCall, SkillSet
 
-from .adapter_base import AdapterCore, AdapterNode, spin_node
-from .executor import SimulatedExecutor, SkillExecutionError
+from robot_adapters.adapter_base import AdapterCore, AdapterNode, spin_node
+from robot_adapters.executor import SimulatedExecutor, SkillExecutionError
 
 
 class SampledExecutor(SimulatedExecutor):

@@ -10,9 +10,9 @@ import pytest
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.engines.factory import prompt_builder_for, vllm_prompt_builder
-from llm_planner_node.params import EngineParams
+from llm_planner_node.config.params import EngineParams
 from llm_planner_node.planner_model import DEFAULT_MODEL_PATH
-from llm_planner_node.planner_model.prompt import (PromptOptions, build_chat_prompt_ids, build_prompt, chat_messages,
+from llm_planner_node.prompts.prompt import (PromptOptions, build_chat_prompt_ids, build_prompt, chat_messages,
                                                    has_chat_template)
 
 TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
@@ -88,7 +88,7 @@ def test_the_shipped_model_keeps_its_own_format():
 def test_the_planner_model_is_prompted_as_it_was_trained_also_by_its_prepared_path():
     """`up --model smollm2-135m-planner` resolves the name to its prepared directory before the
     prompt builder is made: the options still follow the model (no worked examples)."""
-    from llm_planner_node.planner_model.prompt import prompt_options_for
+    from llm_planner_node.prompts.prompt import prompt_options_for
 
     assert prompt_options_for("smollm2-135m-planner").examples == 0
     assert prompt_options_for("/root/.cache/timely_fleet/models/smollm2-135m-planner").examples == 0

@@ -1,7 +1,7 @@
 <?xml version="1.0" encoding="UTF-8"?>
 <!-- Vendored from https://github.com/ros2/sros2 (tag 0.13.0, commit e349fcf2ab68b97664295b71e41f1b86aa1034ab), file sros2/sros2/policy/templates/dds/permissions.xsl.
      Copyright Open Source Robotics Foundation, Inc.; licensed under the Apache License, Version 2.0 (http://www.apache.org/licenses/LICENSE-2.0), the license of the sros2 repository.
-     Unmodified except for this comment. Used by llm_planner_node/sros2_policy.py and tests to check
+     Unmodified except for this comment. Used by llm_planner_node/security/sros2_policy.py and tests to check
      the policies that 'timely-fleet sros2' writes, without network access. -->
 
 <xsl:stylesheet version="1.0"

@@ -1,7 +1,7 @@
 """The ROS side of ``timely-fleet mcp``: a client of a running planner, on its own rclpy context.
 
 One :class:`FleetBridge` per MCP server process: a dedicated rclpy ``Context``, one node (a
-:class:`~llm_planner_node.client.GoalClient`'s, in the planner's namespace) spun by one executor
+:class:`~llm_planner_node.ros.goal_client.GoalClient`'s, in the planner's namespace) spun by one executor
 thread, and what the server needs to answer agents:
 
 - the goals this server sent (:class:`AgentGoal`): the GoalClient handle with the goal's cancel
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from ..client import STATUS_NAMES, GoalClient, GoalHandle
+from llm_planner_node.ros.goal_client import STATUS_NAMES, GoalClient, GoalHandle
 
 APPROVAL_PREFIX = "waiting for approval of segment"
 ROBOT_STATES = {0: "idle", 1: "received", 2: "executing", 3: "done", 4: "failed", 5: "cancelled"}
@@ -258,7 +258,7 @@ class FleetBridge:
         from diagnostic_msgs.msg import DiagnosticArray
         from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus
 
-        from ..ros_messages import (DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
+        from llm_planner_node.ros.messages import (DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
                                     STATUS_TOPIC, status_topic)
 
         node.create_subscription(GoalRecord, GOALS_TOPIC, self._on_goal_record, STATUS_QOS)

@@ -24,12 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import CommandError
+from llm_planner_node.cli import CommandError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..params import DEFAULT_PARAMS
-    from .tokens import default_tokens_path
+    from llm_planner_node.config.params import DEFAULT_PARAMS
+    from llm_planner_node.agents_mcp.tokens import default_tokens_path
 
     parser.add_argument("--namespace", default="", help="the planner's ROS namespace (as given to `timely-fleet up`)")
     parser.add_argument("--params", default=str(DEFAULT_PARAMS),
@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _tokens_path(args: argparse.Namespace) -> Path:
-    from .tokens import default_tokens_path
+    from llm_planner_node.agents_mcp.tokens import default_tokens_path
 
     return Path(args.tokens).expanduser() if args.tokens else default_tokens_path()
 
@@ -77,7 +77,7 @@ def _names(value: str) -> tuple[str, ...] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .tokens import TokenFileError
+    from llm_planner_node.agents_mcp.tokens import TokenFileError
 
     try:
         if args.mcp_action == "token":
@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _token_command(args: argparse.Namespace) -> int:
-    from ..params import load_params
-    from .tokens import add_token, read_entries, remove_token
+    from llm_planner_node.config.params import load_params
+    from llm_planner_node.agents_mcp.tokens import add_token, read_entries, remove_token
 
     path = _tokens_path(args)
     if args.token_action == "list":
@@ -141,11 +141,11 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from ..operator_cmd import read_secret
-    from ..params import load_params
-    from .bridge import FleetBridge
-    from .server import build_server
-    from .tokens import Principal, TokenFile
+    from llm_planner_node.cli.operator import read_secret
+    from llm_planner_node.config.params import load_params
+    from llm_planner_node.agents_mcp.bridge import FleetBridge
+    from llm_planner_node.agents_mcp.server import build_server
+    from llm_planner_node.agents_mcp.tokens import Principal, TokenFile
 
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="[%(levelname)s] [%(name)s] %(message)s")
@@ -211,7 +211,7 @@ async def _serve_http(server: Any, tokens: Any, sock: socket.socket, host: str, 
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from .http_auth import BearerTokens
+    from llm_planner_node.agents_mcp.http_auth import BearerTokens
 
     security = None
     if host in LOOPBACK:

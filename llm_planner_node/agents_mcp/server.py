@@ -27,9 +27,9 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
-from .bridge import (AgentGoal, FleetBridge, PlannerNotRunning, feedback_dict, is_approval_notice, late_segments,
+from llm_planner_node.agents_mcp.bridge import (AgentGoal, FleetBridge, PlannerNotRunning, feedback_dict, is_approval_notice, late_segments,
                      result_dict)
-from .tokens import Principal, TokenFile
+from llm_planner_node.agents_mcp.tokens import Principal, TokenFile
 
 log = logging.getLogger("timely_fleet.mcp")
 
@@ -108,7 +108,7 @@ def refusal_sentence(reason: str, bridge: FleetBridge) -> str:
 
 
 def skill_set_info(skill_set_id: str) -> dict[str, Any]:
-    from ..core.skills import DEFAULT_SKILL_SETS
+    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 
     ss = DEFAULT_SKILL_SETS[skill_set_id]
     skills = []
@@ -137,8 +137,8 @@ def skill_set_info(skill_set_id: str) -> dict[str, Any]:
 
 
 def skill_set_markdown(skill_set_id: str) -> str:
-    from ..core.skills import DEFAULT_SKILL_SETS
-    from ..planner_model.prompt import skill_lines
+    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from llm_planner_node.prompts.prompt import skill_lines
 
     ss = DEFAULT_SKILL_SETS[skill_set_id]
     head = f"# Skill set {ss.id} ({ss.robot_kind})\n\n{ss.description}\n\n" if ss.description else \
@@ -189,7 +189,7 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
                      "current goal. Also the urgency presets send_goal takes and the instructions the shipped "
                      "planner model knows per robot kind."))
     async def list_robots(ctx: Context) -> dict[str, Any]:
-        from ..planner_model.known import PLAN_KIND, known_instructions
+        from llm_planner_node.planner_model.known import PLAN_KIND, known_instructions
 
         who = principal(ctx)
         try:
@@ -504,6 +504,6 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
 
 
 def _version() -> str:
-    from .. import __version__
+    from llm_planner_node import __version__
 
     return __version__

@@ -11,7 +11,7 @@ the planner dispatches them::
 segment; ``timeout_s`` (default 30 s) is how long a held segment waits before its goal ends
 ("approval timed out after 30 s") and the robot is stopped. A segment is held when it calls a
 marked skill anywhere in its text (inside a loop or a branch too: the segmenter's calls are every
-call of the text). The planner side of the hold is :mod:`llm_planner_node.operator_control`.
+call of the text). The planner side of the hold is :mod:`llm_planner_node.service.operator_control`.
 
 ROS-free and stdlib-only, like :mod:`.budgets`.
 """
@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .skills import SkillCall, SkillError, SkillSet
+from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 
 #: Longest time-out an approval may have (one day): beyond, a goal would hold its robot forever.
 MAX_TIMEOUT_S = 86_400.0

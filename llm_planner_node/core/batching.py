@@ -80,8 +80,8 @@ from typing import Protocol
 
 import numpy as np
 
-from .queue import QueueView
-from .tuf import tuf_k
+from llm_planner_node.core.queue import QueueView
+from llm_planner_node.core.tuf import tuf_k
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 

@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .overrides import with_overrides
-from .skills import SkillCall
+from llm_planner_node.core.overrides import with_overrides
+from llm_planner_node.core.skills import SkillCall
 
 #: Drone moves: skill -> unit vector in the body frame (forward, right, up).
 _MOVES = {"move_forward": (1, 0, 0), "move_backward": (-1, 0, 0), "move_right": (0, 1, 0),

@@ -60,10 +60,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, Union
 
-from .outcomes import FinishReason
-from .plan_limits import PlanLimits
-from .sampling import Sampling
-from .skills import SkillCall
+from llm_planner_node.core.outcomes import FinishReason
+from llm_planner_node.core.plan_limits import PlanLimits
+from llm_planner_node.core.sampling import Sampling
+from llm_planner_node.core.skills import SkillCall
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .skills import SkillCall
+from llm_planner_node.core.skills import SkillCall
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .interfaces import ExecutionTimeEstimator
-from .skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
+from llm_planner_node.core.interfaces import ExecutionTimeEstimator
+from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
 
 __all__ = [
     "SkillProfile",

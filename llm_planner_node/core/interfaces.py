@@ -6,7 +6,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from .skills import SkillCall
+from llm_planner_node.core.skills import SkillCall
 
 
 class ExecutionTimeEstimator(Protocol):

@@ -21,8 +21,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .task_model import EndKind, GenState, Request
-from .tuf import TUFParams, tuf0, tuf1
+from llm_planner_node.core.task_model import EndKind, GenState, Request
+from llm_planner_node.core.tuf import TUFParams, tuf0, tuf1
 
 
 def segment_timeline(dispatched_at: Sequence[float], exec_durations: Sequence[float],

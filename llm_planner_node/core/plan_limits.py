@@ -1,6 +1,6 @@
 """Bounds of the plan languages: one place decides how big a plan may be.
 
-The plan grammar (``llm_planner_node/grammar.py``) is generated from these bounds, so every
+The plan grammar (``llm_planner_node/prompts/grammar.py``) is generated from these bounds, so every
 plan a model can write under it is finite and short: loop counts ``1..max_loop``, blocks nested
 at most ``max_depth``, at most ``max_statements`` statements in the whole plan (a block counts
 one plus its body), bare names and quoted strings of bounded length, conditions of at most
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from .overrides import with_overrides
+from llm_planner_node.core.overrides import with_overrides
 
 
 @dataclass(frozen=True)

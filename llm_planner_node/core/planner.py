@@ -35,20 +35,20 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from .batching import RunningView
-from .clock import Clock
-from .engine_api import (Engine, EngineEvent, FailedEvent, FinishedEvent, GenerationSpec,
+from llm_planner_node.core.batching import RunningView
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.engine_api import (Engine, EngineEvent, FailedEvent, FinishedEvent, GenerationSpec,
                          SegmentEvent, TokensEvent)
-from .generation_time import SegmentTimeEstimator, TokenTimeEstimator
-from .interfaces import ExecutionTimeEstimator
-from .policies import Policy
-from .policies.base import Pause
-from .predictors import LengthPredictor
-from .outcomes import FinishReason
-from .priority import waiting_time
-from .queue import GenerationQueue, QueueView, queue_row
-from .skills import SkillCall
-from .task_model import EndKind, GenState, Goal, Request, Segment
+from llm_planner_node.core.generation_time import SegmentTimeEstimator, TokenTimeEstimator
+from llm_planner_node.core.interfaces import ExecutionTimeEstimator
+from llm_planner_node.core.policies import Policy
+from llm_planner_node.core.policies.base import Pause
+from llm_planner_node.core.predictors import LengthPredictor
+from llm_planner_node.core.outcomes import FinishReason
+from llm_planner_node.core.priority import waiting_time
+from llm_planner_node.core.queue import GenerationQueue, QueueView, queue_row
+from llm_planner_node.core.skills import SkillCall
+from llm_planner_node.core.task_model import EndKind, GenState, Goal, Request, Segment
 
 ROBOT_STATES = ("started", "finished", "failed")
 

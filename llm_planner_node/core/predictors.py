@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Mapping, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from .task_model import Goal
+    from llm_planner_node.core.task_model import Goal
 
 
 class LengthPredictor(Protocol):

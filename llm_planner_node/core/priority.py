@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tuf import TUFParams, tuf0, tuf1, tuf_k
+from llm_planner_node.core.tuf import TUFParams, tuf0, tuf1, tuf_k
 
 DEFAULT_SLACK_FLOOR_S = 0.01
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tuf import TUFParams
+from llm_planner_node.core.tuf import TUFParams
 
 _FLOAT_COLS = ("arrival", "ref", "ert", "ert_k", "alpha", "beta", "g", "pred", "pred0", "call_s")
 _INT_COLS = ("gen_id", "seq", "k", "kv_need", "age", "ctx", "ready")

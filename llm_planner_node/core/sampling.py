@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .overrides import with_overrides
+from llm_planner_node.core.overrides import with_overrides
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ class ArgSpec:
 
     #: Argument names that name a thing in the robot's scene (an arm wipes an area it finds in its
     #: workspace, as it picks objects): with a list of known objects, the plan grammar admits only
-    #: those names there (``llm_planner_node/grammar.py``).
+    #: those names there (``llm_planner_node/prompts/grammar.py``).
     OBJECT_ARGS = ("object", "target", "area")
 
     @property

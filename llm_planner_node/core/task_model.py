@@ -21,10 +21,10 @@ import enum
 from collections import deque
 from dataclasses import dataclass, field
 
-from .plan_limits import PlanLimits
-from .sampling import Sampling
-from .skills import SkillCall
-from .tuf import TUFParams
+from llm_planner_node.core.plan_limits import PlanLimits
+from llm_planner_node.core.sampling import Sampling
+from llm_planner_node.core.skills import SkillCall
+from llm_planner_node.core.tuf import TUFParams
 
 
 class GenState(enum.Enum):
@@ -85,7 +85,7 @@ class Goal:
     """What a client asks for (the ROS ``PlanTask`` goal, engine-neutral).
 
     ``prompt`` is whatever the engine takes: text or token ids for the live engine, a
-    :class:`~llm_planner_node.sim.workload.SimPrompt` for the simulated one.
+    :class:`~llm_planner_node.tools.sim.workload.SimPrompt` for the simulated one.
     """
 
     robot_id: str

@@ -1,6 +1,6 @@
 """Engine calibration files: fit, save and load ``iteration_time = a + b*prefill + c*decode_batch``.
 
-``timely-fleet calibrate`` (:mod:`llm_planner_node.bench.calibrate`) measures a real engine and
+``timely-fleet calibrate`` (:mod:`llm_planner_node.tools.bench.calibrate`) measures a real engine and
 writes a calibration file; the simulated engine takes the fitted model through
 :func:`load_iteration_model`::
 
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .sim_engine import (LLAMA3_8B_RTX4090, LLAMA3_8B_RTX4090_KV_TOKENS, LLAMA3_8B_SWAP_S_PER_TOKEN,
+from llm_planner_node.engines.sim_engine import (LLAMA3_8B_RTX4090, LLAMA3_8B_RTX4090_KV_TOKENS, LLAMA3_8B_SWAP_S_PER_TOKEN,
                          LLAMA65B_NPU, IterationModel, SimEngineConfig)
 
 MODEL_KEY = "iteration_model"

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..core.clock import Clock
-from ..core.engine_api import Engine
-from ..core.policies import LIVE_PREDICTORS
-from ..params import CONSTRAINED_DECODING, SIM_ENGINES, EngineParams, PlannerParams
-from .sim_engine import RealtimeSimEngine
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.engine_api import Engine
+from llm_planner_node.core.policies import LIVE_PREDICTORS
+from llm_planner_node.config.params import CONSTRAINED_DECODING, SIM_ENGINES, EngineParams, PlannerParams
+from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 
 
 #: Longest instruction / plan list quoted in a rejection message (characters).
@@ -27,10 +27,10 @@ MAX_PLAN_LIST = 600
 def _sim_prompt_from_plan(plan: str, robot_kind: str, skill_set_id: str) -> object:
     """A simulated plan from a corpus plan's text, cut by the robot's segmenter (the segments the
     shipped model's plan would give on vLLM), ~2 characters per token as in the LRTrace traces."""
-    from ..core.skills import DEFAULT_SKILL_SETS
-    from ..segmenters import get_segmenter, segment_all
-    from ..sim.traces import ARM_PREFIX_TOKENS, DRONE_PREFIX_TOKENS, TASK_TOKENS, _tokens
-    from .sim_engine import SimPrompt, SimSegment
+    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from llm_planner_node.segmenters import get_segmenter, segment_all
+    from llm_planner_node.engines.sim_traces import ARM_PREFIX_TOKENS, DRONE_PREFIX_TOKENS, TASK_TOKENS, _tokens
+    from llm_planner_node.engines.sim_engine import SimPrompt, SimSegment
 
     skills = DEFAULT_SKILL_SETS[skill_set_id]
     segs = segment_all(get_segmenter(robot_kind, skills), [plan])
@@ -44,9 +44,9 @@ def _sim_chat_prompt(instruction: str, story: str) -> object:
     """A chat goal of the simulated engine: the story in sentences, as the chat workload does."""
     import math
 
-    from ..core.skills import CHAT
-    from ..sim.stories import CHAT_PREFIX_TOKENS, TOKENS_PER_WORD, chat_segments
-    from .sim_engine import SimPrompt
+    from llm_planner_node.core.skills import CHAT
+    from llm_planner_node.engines.sim_stories import CHAT_PREFIX_TOKENS, TOKENS_PER_WORD, chat_segments
+    from llm_planner_node.engines.sim_engine import SimPrompt
 
     task_tokens = max(1, math.ceil(TOKENS_PER_WORD * len(instruction.split()))) + 16
     return SimPrompt(CHAT_PREFIX_TOKENS, task_tokens, chat_segments(story, "sentence"), CHAT.id)
@@ -57,8 +57,8 @@ def _chat_workload_story(instruction: str) -> str | None:
     a story composed from the prompt, the same for the same prompt."""
     import numpy as np
 
-    from ..sim.stories import CHAT_PROMPTS, compose_story
-    from ..planner_model.known import normalize_instruction
+    from llm_planner_node.engines.sim_stories import CHAT_PROMPTS, compose_story
+    from llm_planner_node.planner_model.known import normalize_instruction
 
     key = normalize_instruction(instruction)
     for i, p in enumerate(CHAT_PROMPTS):
@@ -69,7 +69,7 @@ def _chat_workload_story(instruction: str) -> str | None:
 
 def sim_no_plan_message(instruction: str, robot_kind: str) -> str:
     """Why the simulated engine rejects an instruction: what it can plan for the robot's kind."""
-    from ..planner_model.known import PLAN_KIND, describe_chat_family, kind_of_known, known_instructions
+    from llm_planner_node.planner_model.known import PLAN_KIND, describe_chat_family, kind_of_known, known_instructions
 
     shown = instruction if len(instruction) <= MAX_QUOTED_INSTRUCTION else instruction[:MAX_QUOTED_INSTRUCTION - 3] + "..."
     kind = PLAN_KIND.get(robot_kind)
@@ -102,8 +102,8 @@ def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, obj
     Anything else raises ValueError with the instructions it can plan (the node rejects the goal
     with that message); it never runs another task's plan.
     """
-    from ..planner_model.known import PLAN_KIND, find_known, normalize_instruction
-    from ..sim.traces import TRACES
+    from llm_planner_node.planner_model.known import PLAN_KIND, find_known, normalize_instruction
+    from llm_planner_node.engines.sim_traces import TRACES
 
     kind = PLAN_KIND.get(robot_kind)
     key = normalize_instruction(instruction)
@@ -131,7 +131,7 @@ def scripted_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str
     writes, cut by the robot's segmenter and generated at the simulated engine's speed, so given
     plans (adversarial ones: deep loops, long plans, moves out of a fence) reach the real planner
     and adapters. A text the segmenter refuses is rejected with its reason."""
-    from ..segmenters.base import PlanError
+    from llm_planner_node.segmenters.base import PlanError
 
     if robot_kind == "chat":
         return _sim_chat_prompt(instruction, instruction)
@@ -150,12 +150,12 @@ def predictor_for(policy: Any, params: EngineParams) -> Any:
         return None
     which = LIVE_PREDICTORS.get(policy.name)
     if which == "trail_probe":
-        from ..predictors.trail_probe import TrailProbePredictor
+        from llm_planner_node.predictors.trail_probe import TrailProbePredictor
 
         # per-token refinement reads the engine's token ids: only with the planner model's tokenizer
         return TrailProbePredictor(refine_with_tokens=params.model == "embedded")
     if which == "ltr_ranker":
-        from ..predictors.ltr_ranker import LTRPredictor
+        from llm_planner_node.predictors.ltr_ranker import LTRPredictor
 
         return LTRPredictor()
     raise ValueError(f"policy '{policy.name}' needs per-segment length predictions that only the "
@@ -180,12 +180,12 @@ def engine_factory(params: EngineParams | PlannerParams, clock: Clock, *,
         return lambda: RealtimeSimEngine(clock)
     if params.kind == "vllm":
         def make() -> Engine:
-            from .vllm_engine import VllmEngine
+            from llm_planner_node.engines.vllm_engine import VllmEngine
 
             return VllmEngine(params, clock, constrained_decoding=mode)
         return make
     if params.kind == "remote":  # `vllm serve` servers (planner.engine.servers)
-        from .remote_engine import build_remote_engine
+        from llm_planner_node.engines.remote_engine import build_remote_engine
 
         return lambda: build_remote_engine(params, clock, constrained_decoding=mode)
     raise ValueError(f"unknown engine kind {params.kind!r} (vllm, remote or sim)")
@@ -194,8 +194,8 @@ def engine_factory(params: EngineParams | PlannerParams, clock: Clock, *,
 def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
     """The shipped planner model's prompt for a goal (skill set + guidance + examples + task; it
     was trained without object lists)."""
-    from ..core.skills import DEFAULT_SKILL_SETS
-    from ..planner_model.prompt import build_prompt
+    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from llm_planner_node.prompts.prompt import build_prompt
 
     return build_prompt(instruction, robot_kind, DEFAULT_SKILL_SETS[skill_set_id])
 
@@ -207,8 +207,8 @@ def chat_template_prompt_builder(model_path: str, options: Any = None) -> Callab
     tokenizer has no chat template. ``options``: a :class:`~..planner_model.prompt.PromptOptions`."""
     from transformers import AutoTokenizer
 
-    from ..core.skills import DEFAULT_SKILL_SETS
-    from ..planner_model.prompt import PromptOptions, build_chat_prompt_ids, has_chat_template
+    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from llm_planner_node.prompts.prompt import PromptOptions, build_chat_prompt_ids, has_chat_template
 
     options = options or PromptOptions()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -239,9 +239,9 @@ def prompt_builder_for(params: EngineParams) -> Callable[..., object]:
     if params.kind == "scripted":
         return scripted_prompt_builder
     if params.model != "embedded":
-        from .vllm_engine import resolve_model_path
+        from llm_planner_node.engines.vllm_engine import resolve_model_path
 
-        from ..planner_model.prompt import prompt_options_for
+        from llm_planner_node.prompts.prompt import prompt_options_for
 
         chat = chat_template_prompt_builder(resolve_model_path(params.model), prompt_options_for(params.model))
         if chat is not None:

@@ -67,11 +67,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from ..core.clock import Clock
-from ..core.engine_api import FailedEvent, GenerationSpec
-from ..grammar import Derivatives
-from ..params import EngineParams
-from .vllm_engine import (SegmenterFactory, VllmEngine, _cancel_other_tasks, _Gen, default_grammar_factory,
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.engine_api import FailedEvent, GenerationSpec
+from llm_planner_node.prompts.grammar import Derivatives
+from llm_planner_node.config.params import EngineParams
+from llm_planner_node.engines.vllm_engine import (SegmenterFactory, VllmEngine, _cancel_other_tasks, _Gen, default_grammar_factory,
                           default_segmenter_factory, sampling_kwargs)
 
 log = logging.getLogger(__name__)
@@ -376,7 +376,7 @@ class RemoteEngine(VllmEngine):
         """KV capacity from the parameters (used until a server reports its own)."""
         from pathlib import Path
 
-        from ..params import kv_bytes_for_sequence
+        from llm_planner_node.config.params import kv_bytes_for_sequence
 
         per_seq = kv_bytes_for_sequence(Path(self.model_path) / "config.json", self.params)
         if not per_seq:

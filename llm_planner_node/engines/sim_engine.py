@@ -43,7 +43,7 @@ Iteration rule (``iteration_policy``):
   oldest pending prefill started waiting; then run one batched prefill round (rent-or-buy).
   Prefill-only rounds use ``IterationModel.prefill_a_s`` as intercept when set.
 
-The simulation loop (``llm_planner_node/sim/simulation.py``) calls :meth:`start_iteration`
+The simulation loop (``llm_planner_node/tools/sim/simulation.py``) calls :meth:`start_iteration`
 after each scheduling decision and advances the virtual clock to :meth:`in_flight_end`.
 """
 
@@ -54,11 +54,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..core.clock import Clock
-from ..core.outcomes import FinishReason
-from ..core.engine_api import (RETENTION_MODES, EngineEvent, FinishedEvent, GenerationSpec,
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.outcomes import FinishReason
+from llm_planner_node.core.engine_api import (RETENTION_MODES, EngineEvent, FinishedEvent, GenerationSpec,
                                SegmentEvent, TokensEvent)
-from ..core.skills import SkillCall
+from llm_planner_node.core.skills import SkillCall
 
 
 @dataclass(frozen=True)

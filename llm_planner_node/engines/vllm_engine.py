@@ -22,14 +22,14 @@ How a generation runs (TimelyLLM 4.1, "context switching"):
   FailedEvent naming the statement; nothing of it is reported as a segment.
 - Grammar-safe generation (``constrained_decoding="grammar"``, the default): every add **and
   every resume** carries the plan grammar of the goal's skill set
-  (:func:`llm_planner_node.grammar.plan_grammar`) as vLLM structured outputs
+  (:func:`llm_planner_node.prompts.grammar.plan_grammar`) as vLLM structured outputs
   (``SamplingParams(structured_outputs=StructuredOutputsParams(grammar=...))``, xgrammar), so
   the model can only write plans its robot may run. vLLM needs its tokenizer for that
   (``skip_tokenizer_init=False``); prompts stay token ids (``TokensPrompt``, never
   re-tokenised). A resume starts a fresh grammar matcher, and the kept tokens may end inside a
   statement (tokens such as ``;_`` or ``};->_`` straddle a top-level boundary; a chat sentence
   is cut once the next token shows it ended), so each resume passes the *resume grammar* of
-  everything generated so far (:class:`llm_planner_node.grammar.GrammarState`: the left
+  everything generated so far (:class:`llm_planner_node.prompts.grammar.GrammarState`: the left
   quotient of the plan language by the generated text, fed the exact bytes xgrammar's matcher
   consumed for those tokens). It accepts exactly the continuations the unsuspended matcher
   accepts, so the token masks and greedy decoding are the same token for token (tested on
@@ -60,15 +60,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..core.clock import Clock
-from ..core.outcomes import FinishReason
-from ..core.engine_api import (EngineEvent, FailedEvent, FinishedEvent, GenerationSpec,
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.outcomes import FinishReason
+from llm_planner_node.core.engine_api import (EngineEvent, FailedEvent, FinishedEvent, GenerationSpec,
                                SegmentEvent, TokensEvent)
-from ..grammar import Derivatives, GrammarState, derivatives_for
-from ..params import CONSTRAINED_DECODING, EngineParams
-from ..segmenters import PlanError, Segmenter, get_segmenter
-from ..segmenters.detok import IncrementalDetokenizer
-from . import cpu_placement
+from llm_planner_node.prompts.grammar import Derivatives, GrammarState, derivatives_for
+from llm_planner_node.config.params import CONSTRAINED_DECODING, EngineParams
+from llm_planner_node.segmenters import PlanError, Segmenter, get_segmenter
+from llm_planner_node.segmenters.detok import IncrementalDetokenizer
+from llm_planner_node.engines import cpu_placement
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def resolve_model_path(model: str) -> str:
     itself (:func:`llm_planner_node.models.resolve_model`)."""
     if model == "embedded":
         return str(EMBEDDED_MODEL)
-    from ..models import resolve_model
+    from llm_planner_node.models import resolve_model
 
     return resolve_model(model)
 
@@ -193,7 +193,7 @@ class VllmEngine:
                  step_timeout_s: float = 0.005, startup_timeout_s: float = 600.0,
                  constrained_decoding: str = "grammar",
                  grammar_factory: Callable[[GenerationSpec], Derivatives | None] = default_grammar_factory) -> None:
-        from ..logging_setup import ensure_engine_logging
+        from llm_planner_node.logging_setup import ensure_engine_logging
 
         ensure_engine_logging()  # vLLM reads its logging settings when first imported
         self._init_state(params, clock, segmenter_factory, step_timeout_s, constrained_decoding, grammar_factory)

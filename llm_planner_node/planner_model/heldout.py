@@ -40,9 +40,9 @@ def load_heldout(path: str | Path = HELDOUT_PATH) -> list[HeldOut]:
 def check_unseen(items: list[HeldOut]) -> list[str]:
     """The instructions a training script saw (training corpus, training-report held-out
     variations, prompt examples); empty when the set is truly held out."""
-    from .corpus import held_out_chat_variations, held_out_variations
-    from .known import _corpus_index, normalize_instruction
-    from .prompt import _EXAMPLES
+    from llm_planner_node.planner_model.corpus import held_out_chat_variations, held_out_variations
+    from llm_planner_node.planner_model.known import _corpus_index, normalize_instruction
+    from llm_planner_node.prompts.prompt import _EXAMPLES
 
     seen = set(_corpus_index())
     seen |= {normalize_instruction(e.instruction) for e in held_out_variations(50) + held_out_chat_variations(50)}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 
-from .corpus import (CHAT_MOODS, CHAT_PLACES, CHAT_SUBJECTS, CHAT_VERBS,
+from llm_planner_node.planner_model.corpus import (CHAT_MOODS, CHAT_PLACES, CHAT_SUBJECTS, CHAT_VERBS,
                      PlanExample, _chat_example, canonical_chat_examples, canonical_examples, chat_instruction,
                      chat_story, generate_chat_corpus, generate_corpus)
 

@@ -8,8 +8,8 @@ from typing import Any, Iterator
 
 import torch
 
-from ..planner_model import DEFAULT_MODEL_PATH
-from ..planner_model.prompt import build_prompt, prompt_prefix
+from llm_planner_node.planner_model import DEFAULT_MODEL_PATH
+from llm_planner_node.prompts.prompt import build_prompt, prompt_prefix
 
 #: Trail probes layer 11 of 32 (layers 10-15 best); our model has 4 layers: the 3rd (index 2).
 DEFAULT_LAYER = 2

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.task_model import Goal
-from .features import PlannerModel
+from llm_planner_node.core.task_model import Goal
+from llm_planner_node.predictors.features import PlannerModel
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "ltr_head.npz"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.predictors import LengthBins, TrailRefiner
-from ..core.task_model import Goal
-from .features import PlannerModel
+from llm_planner_node.core.predictors import LengthBins, TrailRefiner
+from llm_planner_node.core.task_model import Goal
+from llm_planner_node.predictors.features import PlannerModel
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "trail_probe.npz"
 

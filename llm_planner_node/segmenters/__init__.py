@@ -4,7 +4,7 @@ Use :func:`get_segmenter` to create one per generation; see :mod:`.base` for the
 :mod:`.minispec` for the MiniSpec parser/AST.
 """
 
-from .base import (
+from llm_planner_node.segmenters.base import (
     SEGMENTER_NAMES,
     PlanError,
     PlanSyntaxError,
@@ -14,7 +14,7 @@ from .base import (
     get_segmenter,
     segment_all,
 )
-from . import arm, chat, minispec  # noqa: F401,E402 - each registers its segmenter (base imports none)
+from llm_planner_node.segmenters import arm, chat, minispec  # noqa: F401,E402 - each registers its segmenter (base imports none)
 
 __all__ = [
     "SEGMENTER_NAMES",

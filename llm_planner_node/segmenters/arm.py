@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.skills import SkillSet
-from .base import PlanSyntaxError, Repair, Segment, Segmenter, check_call, register_segmenter
-from .minispec import Call, _lex
+from llm_planner_node.core.skills import SkillSet
+from llm_planner_node.segmenters.base import PlanSyntaxError, Repair, Segment, Segmenter, check_call, register_segmenter
+from llm_planner_node.segmenters.minispec import Call, _lex
 
 __all__ = ["ArmSegmenter", "parse_arm_plan", "parse_arm_statement"]
 

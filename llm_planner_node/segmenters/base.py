@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Sequence
 
-from ..core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
+from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
 
 Repair = Literal["none", "clamp"]
 

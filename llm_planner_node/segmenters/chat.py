@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from typing import Literal as TLiteral
 
-from ..core.skills import SkillCall, SkillSet
-from .base import PlanSyntaxError, Repair, Segment, Segmenter, check_call, register_segmenter
+from llm_planner_node.core.skills import SkillCall, SkillSet
+from llm_planner_node.segmenters.base import PlanSyntaxError, Repair, Segment, Segmenter, check_call, register_segmenter
 
 ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof sr jr st mt vs etc e.g i.e eg ie cf al approx dept est fig inc ltd co corp

@@ -59,8 +59,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
-from ..core.skills import SkillCall, SkillSet
-from .base import PlanSyntaxError, Repair, Segment, Segmenter, UnsafePlanError, check_call, register_segmenter
+from llm_planner_node.core.skills import SkillCall, SkillSet
+from llm_planner_node.segmenters.base import PlanSyntaxError, Repair, Segment, Segmenter, UnsafePlanError, check_call, register_segmenter
 
 _SPAN = field(default=(0, 0), compare=False, repr=False)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..core.budgets import Cost, call_cost
-from ..core.skills import SkillCall, SkillSet
-from .minispec import Assign, BoolOp, Call, Compare, If, Loop, Return, Var, parse_program
+from llm_planner_node.core.budgets import Cost, call_cost
+from llm_planner_node.core.skills import SkillCall, SkillSet
+from llm_planner_node.segmenters.minispec import Assign, BoolOp, Call, Compare, If, Loop, Return, Var, parse_program
 
 
 def _call(call: Call, skill_set: SkillSet) -> Cost:

@@ -8,8 +8,8 @@ import pytest
 
 from llm_planner_node.core.approval import Approval
 from llm_planner_node.core.skills import SkillCall
-from llm_planner_node.param_schema import from_flat, spec_map, to_flat
-from llm_planner_node.params import ParamError, parse_params
+from llm_planner_node.config.schema import from_flat, spec_map, to_flat
+from llm_planner_node.config.params import ParamError, parse_params
 
 
 def fleet(approval, kind="drone"):

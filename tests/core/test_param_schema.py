@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from llm_planner_node.core.policies import policy_names
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, ROBOT_KINDS
-from llm_planner_node.param_schema import (RUNTIME_NAMES, from_flat, is_runtime, read_only_reason, schema,
+from llm_planner_node.config.schema import (RUNTIME_NAMES, from_flat, is_runtime, read_only_reason, schema,
                                            spec_map, to_flat, validate_update)
-from llm_planner_node.params import (SecurityParams, ADAPTERS, DEFAULT_PARAMS, DTYPES, EngineParams, FleetParams, ParamError,
+from llm_planner_node.config.params import (SecurityParams, ADAPTERS, DEFAULT_PARAMS, DTYPES, EngineParams, FleetParams, ParamError,
                                      PlannerParams, RobotParams, TufParams, load_params, sim_only_policies)
-from llm_planner_node.ros_params import fleet_yaml_to_ros_params
+from llm_planner_node.ros.params import fleet_yaml_to_ros_params
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 import argparse
 import json
 
-from llm_planner_node.bench import scheduler_bench
+from llm_planner_node.tools.bench import scheduler_bench
 
 
 def test_bench_json(tmp_path, capsys):

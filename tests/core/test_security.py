@@ -1,4 +1,4 @@
-"""Robot link authentication (llm_planner_node/security.py), without ROS: keys, MACs, counters,
+"""Robot link authentication (llm_planner_node/security/signing.py), without ROS: keys, MACs, counters,
 replay protection and the drop counts of the verifier."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_planner_node import security as sec
-from llm_planner_node.security import (BAD_MAC, OUT_OF_WINDOW, REPLAYED, UNKNOWN_KEY, UNSIGNED, Counter, Keystore,
+from llm_planner_node.security import signing as sec
+from llm_planner_node.security.signing import (BAD_MAC, OUT_OF_WINDOW, REPLAYED, UNKNOWN_KEY, UNSIGNED, Counter, Keystore,
                                        KeystoreError, LinkSigner, LinkVerifier, MissingKeyError, ReplayGuard,
                                        RobotKey, segment_fields, sign, status_fields, verify)
 

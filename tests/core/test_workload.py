@@ -8,9 +8,9 @@ import pytest
 
 from llm_planner_node.core.skills import SkillCall, SkillError
 from llm_planner_node.core.tuf import URGENT
-from llm_planner_node.sim import run as sim_run
-from llm_planner_node.sim.traces import TRACES
-from llm_planner_node.sim.workload import WORKLOADS, generate, load_workload
+from llm_planner_node.tools.sim import run as sim_run
+from llm_planner_node.engines.sim_traces import TRACES
+from llm_planner_node.tools.sim.workload import WORKLOADS, generate, load_workload
 
 
 def test_wid1_shape():

@@ -44,7 +44,7 @@ def test_a_grammar_text_is_parsed_once_and_a_bad_one_is_never_remembered(monkeyp
 
     from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
     from llm_planner_node.engines.vllm_engine import memoize_grammar_validation
-    from llm_planner_node.grammar import plan_grammar
+    from llm_planner_node.prompts.grammar import plan_grammar
 
     memoize_grammar_validation()
     memoize_grammar_validation()  # idempotent: one wrap

@@ -26,7 +26,7 @@ from llm_planner_node.core.engine_api import (FailedEvent, FinishedEvent, Genera
                                               SegmentEvent, TokensEvent)
 from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND  # noqa: E402
 from llm_planner_node.planner_model.corpus import canonical_chat_examples, canonical_examples  # noqa: E402
-from llm_planner_node.planner_model.prompt import build_prompt  # noqa: E402
+from llm_planner_node.prompts.prompt import build_prompt  # noqa: E402
 from llm_planner_node.segmenters import get_segmenter  # noqa: E402
 
 from engine_runs import BLOCK, REMOTE_PARAMS as PARAMS, run_generation, token_ids  # noqa: E402

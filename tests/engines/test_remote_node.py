@@ -85,7 +85,7 @@ class EngineDiagnostics:
 
 def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failover_is_logged_and_counted(
         servers, ros_context, tmp_path):
-    from llm_planner_node.client import STATUS_NAMES, GoalClient, spinning
+    from llm_planner_node.ros.goal_client import STATUS_NAMES, GoalClient, spinning
 
     examples = [canonical_examples()[i % len(canonical_examples())] for i in range(N_GOALS)]
     params = fleet_yaml(tmp_path / "fleet.yaml", examples)

@@ -172,7 +172,7 @@ def fake():
 
     from llm_planner_node.engines.vllm_engine import EMBEDDED_MODEL
     from llm_planner_node.planner_model.corpus import canonical_examples
-    from llm_planner_node.planner_model.prompt import build_prompt
+    from llm_planner_node.prompts.prompt import build_prompt
 
     tok = AutoTokenizer.from_pretrained(str(EMBEDDED_MODEL))
     ex = next(e for e in canonical_examples() if e.robot_kind == "drone")
@@ -186,7 +186,7 @@ def fake():
 def _engine(fake_servers, **kw):
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.engines.remote_engine import RemoteEngine
-    from llm_planner_node.params import EngineParams
+    from llm_planner_node.config.params import EngineParams
 
     return RemoteEngine(EngineParams(kind="remote", max_model_len=512, kv_cache_gib=0.0625), WallClock(),
                         fake_servers.urls, constrained_decoding="off", metrics_interval_s=0.05,
@@ -301,7 +301,7 @@ def test_a_server_without_priority_scheduling_gets_requests_without_priority(fak
 def test_remote_is_built_from_the_parameters():
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.engines.factory import engine_factory
-    from llm_planner_node.params import EngineParams, ParamError, parse_params
+    from llm_planner_node.config.params import EngineParams, ParamError, parse_params
 
     p = parse_params({"planner": {"engine": {"kind": "remote", "servers": ["http://10.0.0.5:8000/"]}}, "robots": []})
     assert p.check().planner.engine.servers == ("http://10.0.0.5:8000",)
@@ -313,8 +313,8 @@ def test_remote_is_built_from_the_parameters():
 
 
 def test_serve_engine_command_has_what_the_remote_engine_needs():
-    from llm_planner_node.params import EngineParams
-    from llm_planner_node.serve_engine_cmd import serve_command
+    from llm_planner_node.config.params import EngineParams
+    from llm_planner_node.cli.serve_engine import serve_command
 
     cmd = serve_command(EngineParams(kv_cache_gib=0.0625, max_model_len=512, tensor_parallel_size=2), port=9001,
                         pipeline_parallel_size=2)

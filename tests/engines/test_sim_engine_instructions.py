@@ -11,7 +11,7 @@ from llm_planner_node.engines.factory import sim_prompt_builder
 from llm_planner_node.engines.sim_engine import SimEngine, SimPrompt
 from llm_planner_node.planner_model.corpus import TASKS, chat_story
 from llm_planner_node.planner_model.known import known_instructions
-from llm_planner_node.sim.traces import TRACES
+from llm_planner_node.engines.sim_traces import TRACES
 
 SKILL_SET = {"drone": "tello_minispec", "sim": "tello_minispec", "arm": "indy7_arm", "chat": "chat"}
 
@@ -127,7 +127,7 @@ def test_chat_story_family_beyond_the_canonical_three():
 
 
 def test_chat_workload_requests_are_served():
-    from llm_planner_node.evaluation.traces import CHAT_PROMPTS
+    from llm_planner_node.tools.evaluation.traces import CHAT_PROMPTS
 
     a = build(f"Write a short story: {CHAT_PROMPTS[0]}", "chat")
     b = build(f"Write a short story: {CHAT_PROMPTS[0]}", "chat")

@@ -18,9 +18,9 @@ from llm_planner_node.core.clock import WallClock  # noqa: E402
 from llm_planner_node.core.engine_api import (FailedEvent, FinishedEvent, GenerationSpec,  # noqa: E402
                                               SegmentEvent, TokensEvent)
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillSet  # noqa: E402
-from llm_planner_node.params import EngineParams  # noqa: E402
+from llm_planner_node.config.params import EngineParams  # noqa: E402
 from llm_planner_node.planner_model.corpus import canonical_examples  # noqa: E402
-from llm_planner_node.planner_model.prompt import build_prompt  # noqa: E402
+from llm_planner_node.prompts.prompt import build_prompt  # noqa: E402
 from llm_planner_node.segmenters import get_segmenter  # noqa: E402
 
 from engine_runs import next_gen_id, run_generation, token_ids  # noqa: E402

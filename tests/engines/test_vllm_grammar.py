@@ -15,8 +15,8 @@ vllm = pytest.importorskip("vllm")
 from llm_planner_node.core.clock import WallClock  # noqa: E402
 from llm_planner_node.core.engine_api import FailedEvent, FinishedEvent, SegmentEvent  # noqa: E402
 from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS  # noqa: E402
-from llm_planner_node.grammar import GrammarChecker, plan_grammar  # noqa: E402
-from llm_planner_node.params import EngineParams  # noqa: E402
+from llm_planner_node.prompts.grammar import GrammarChecker, plan_grammar  # noqa: E402
+from llm_planner_node.config.params import EngineParams  # noqa: E402
 from llm_planner_node.planner_model.corpus import canonical_chat_examples, canonical_examples  # noqa: E402
 
 from engine_runs import run_generation, token_ids  # noqa: E402
@@ -82,7 +82,7 @@ def test_no_invalid_plan_with_the_grammar_on_the_held_out_set(engine):
     """Held-out instructions no training script saw (paraphrases, unseen objects and numbers,
     requests outside the safe ranges): under the grammar no plan is INVALID_PLAN and the robot
     adapter's own validation accepts every segment (bench grammar measures the rest)."""
-    from llm_planner_node.bench.grammar_bench import run_items, summarize
+    from llm_planner_node.tools.bench.grammar_bench import run_items, summarize
     from llm_planner_node.engines.factory import vllm_prompt_builder
     from llm_planner_node.planner_model.heldout import check_unseen, load_heldout
 

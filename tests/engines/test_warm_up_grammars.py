@@ -19,7 +19,7 @@ KINDS = {"drone": "tello_minispec", "arm": "indy7_arm", "chat": "chat"}
 def engine():
     """The engine's tokenizer, segmenters and grammars, without vLLM itself."""
     from llm_planner_node.engines.vllm_engine import VllmEngine, default_grammar_factory, default_segmenter_factory
-    from llm_planner_node.params import EngineParams
+    from llm_planner_node.config.params import EngineParams
 
     eng = VllmEngine.__new__(VllmEngine)
     eng._init_state(EngineParams(kind="vllm", model="embedded"), WallClock(), default_segmenter_factory, 0.005,

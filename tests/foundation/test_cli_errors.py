@@ -151,7 +151,7 @@ def test_goal_urgency_reads_the_parameter_files_tuf_presets(tmp_path):
 def test_tuf_for_reads_presets():
     import argparse
 
-    from llm_planner_node.client import tuf_for
+    from llm_planner_node.ros.goal_client import tuf_for
 
     args = argparse.Namespace(params=str(ROOT / "config" / "fleet.yaml"), urgency="urgent", ert=None,
                               alpha=None, beta=1.5)
@@ -162,7 +162,7 @@ def test_a_real_bug_keeps_its_traceback(tmp_path):
     """The handler only catches user mistakes: anything else still shows where it happened."""
     code = ("import sys; from llm_planner_node import cli\n"
             "def boom(args): raise RuntimeError('bug')\n"
-            "import llm_planner_node.evaluation.report_cmd as r; r.run = boom\n"
+            "import llm_planner_node.tools.evaluation.report_cmd as r; r.run = boom\n"
             "sys.exit(cli.main(['report', 'x']))\n")
     proc = subprocess.run([str(ROOT / "scripts" / "run"), "python", "-c", code], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, env={**os.environ})
@@ -176,7 +176,7 @@ def test_kv_cache_gib_is_honoured_exactly_on_vllm_cpu(tmp_path):
     script = tmp_path / "kv.py"
     script.write_text(
         "from llm_planner_node.core.clock import WallClock\n"
-        "from llm_planner_node.params import EngineParams\n"
+        "from llm_planner_node.config.params import EngineParams\n"
         "if __name__ == '__main__':\n"
         "    from llm_planner_node.engines.vllm_engine import VllmEngine\n"
         "    eng = VllmEngine(EngineParams(kind='vllm', model='embedded', kv_cache_gib=0.25), WallClock())\n"

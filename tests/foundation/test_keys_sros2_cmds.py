@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llm_planner_node import sros2_policy as sp
+from llm_planner_node.security import sros2_policy as sp
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = ROOT / ".venv" / "bin" / "timely-fleet"
@@ -195,7 +195,7 @@ def test_sros2_mistakes_are_one_sentence(tmp_path):
 def test_policy_topic_names_are_the_nodes_topic_names():
     """The policy must name the topics the nodes use (per-robot status topics: the lead's wiring)."""
     pytest.importorskip("rclpy")
-    from llm_planner_node import ros_messages
+    from llm_planner_node.ros import messages as ros_messages
 
     assert ros_messages.segments_topic("alpha_1") == sp.segments_topic("alpha_1")
     assert ros_messages.ACTION_NAME == sp.ACTION_NAME
@@ -214,7 +214,7 @@ def test_signed_messages_survive_ros_serialization(tmp_path):
     from rclpy.serialization import deserialize_message, serialize_message
     from timely_fleet.msg import RobotStatus, Skill, SkillSegment
 
-    from llm_planner_node.security import BAD_MAC, Keystore, LinkSigner, LinkVerifier
+    from llm_planner_node.security.signing import BAD_MAC, Keystore, LinkSigner, LinkVerifier
 
     ks = Keystore(tmp_path / "ks")
     ks.ensure(["alpha_1"])

@@ -23,12 +23,12 @@ def _example(heading: str) -> str:
 def test_the_new_policy_example_is_selectable_and_completes_every_goal():
     import numpy as np
 
-    from llm_planner_node.bench.scheduler_bench import make_queue
+    from llm_planner_node.tools.bench.scheduler_bench import make_queue
     from llm_planner_node.core.policies import get_policy
     from llm_planner_node.core.policies.base import REGISTRY
-    from llm_planner_node.sim.simulation import simulate
+    from llm_planner_node.tools.sim.simulation import simulate
     from llm_planner_node.core.task_model import EndKind
-    from llm_planner_node.sim.workload import Arrival, goal_for
+    from llm_planner_node.tools.sim.workload import Arrival, goal_for
 
     code = _example("**A new policy.**").replace("from .base import", "from llm_planner_node.core.policies.base import")
     try:
@@ -52,7 +52,7 @@ def test_the_new_robot_example_runs_only_segments_signed_with_its_key(tmp_path):
     from rclpy.context import Context
 
     from llm_planner_node.core.skills import INDY7_ARM
-    from llm_planner_node.security import Keystore, LinkSigner
+    from llm_planner_node.security.signing import Keystore, LinkSigner
     from timely_fleet.msg import SkillSegment
 
     keys = Keystore(tmp_path / "keys")

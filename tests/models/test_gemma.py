@@ -214,7 +214,7 @@ def test_conversion_is_gemma3_text_with_bos_template_and_stop_token(gemma, monke
     assert time.monotonic() - t0 < 2.0
     row = next(r for r in models.list_models() if r["name"] == NAME)
     assert row["prepared"] and row["size"] > 1_000_000_000
-    from llm_planner_node.params import EngineParams
+    from llm_planner_node.config.params import EngineParams
 
     eng = models.engine_for_model(EngineParams(), NAME)
     assert (eng.model, eng.max_model_len, eng.kv_cache_gib) == (str(path), 2048, 3.0)

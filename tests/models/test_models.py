@@ -113,7 +113,7 @@ def test_planner_without_adapter_is_one_clear_sentence(empty_cache, tmp_path):
     assert str(e.value) == (
         f"model smollm2-135m-planner needs its LoRA adapter, which is missing from {adir} "
         "(adapter_config.json and adapter_model.safetensors in PEFT format): train it with "
-        "'scripts/run python -m llm_planner_node.planner_model.train_lora'")
+        "'scripts/run python -m llm_planner_node.tools.training.train_lora'")
     assert not (empty_cache / "smollm2-135m-instruct").exists()  # the base is not prepared for nothing
     # the parameter overrides the environment
     other = tmp_path / "other"
@@ -122,7 +122,7 @@ def test_planner_without_adapter_is_one_clear_sentence(empty_cache, tmp_path):
 
 
 def test_model_overrides_and_engine_params(empty_cache):
-    from llm_planner_node.params import EngineParams
+    from llm_planner_node.config.params import EngineParams
 
     assert models.model_overrides("smollm2-135m-instruct") == {"max_model_len": 2048, "kv_cache_gib": 3.0}
     assert models.model_overrides("embedded") == {} and models.model_overrides("/some/dir") == {}
@@ -223,7 +223,7 @@ def test_second_prepare_is_a_noop_and_registry_reuses_the_conversion(cache, conv
     assert models.prepare("smollm2-135m-instruct") == reg
     assert time.monotonic() - t0 < 2.0 and {f.name: f.stat().st_mtime_ns for f in reg.iterdir()} == mtimes
     # the engine parameters of the instruct model, where the YAML keeps the defaults
-    from llm_planner_node.params import EngineParams
+    from llm_planner_node.config.params import EngineParams
 
     eng = models.engine_for_model(EngineParams(), "smollm2-135m-instruct")
     assert (eng.model, eng.max_model_len, eng.kv_cache_gib) == (str(reg), 2048, 3.0)

@@ -15,8 +15,8 @@ INVALID_PLAN, ROBOT_FAILED, SUCCEEDED = 3, 4, 0
 
 @pytest.fixture
 def fleet(ros_context):
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.config.params import parse_params
     from llm_planner_node.up import running_fleet
 
     params = parse_params({

@@ -16,7 +16,7 @@ OPERATOR_SECRET = "operator-secret-for-tests"
 
 
 def fleet():
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.config.params import parse_params
 
     return parse_params({
         "planner": {"engine": {"kind": "sim"}},
@@ -39,7 +39,7 @@ def test_only_the_goals_client_or_an_operator_can_cancel_it(ros_context):
     from timely_fleet.srv import CancelPlan
     from unique_identifier_msgs.msg import UUID
 
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet(), time_scale=0.5, context=ros_context) as f:

@@ -1,8 +1,8 @@
-"""The segment delivery protocol without ROS (llm_planner_node/delivery.py): hand-worked timelines."""
+"""The segment delivery protocol without ROS (llm_planner_node/service/delivery.py): hand-worked timelines."""
 
 from __future__ import annotations
 
-from llm_planner_node.delivery import SegmentDelivery
+from llm_planner_node.service.delivery import SegmentDelivery
 
 
 def test_unacknowledged_segments_are_resent_every_ack_timeout_at_most_max_resends_times():

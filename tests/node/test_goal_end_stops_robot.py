@@ -19,7 +19,7 @@ NORMAL = (1.0, -2.0, 1.0)
 
 
 def fleet_params():
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.config.params import parse_params
 
     return parse_params({
         "planner": {"policy": "timelyllm", "engine": {"kind": "sim"}, "robot_timeout_s": 5.0},
@@ -60,7 +60,7 @@ def breaking_engine(kind: str):
 
 
 def record(node, msg_type, topic, qos=None):
-    from llm_planner_node.ros_messages import STATUS_QOS
+    from llm_planner_node.ros.messages import STATUS_QOS
 
     got: list = []
     node.create_subscription(msg_type, topic, lambda m: got.append(m), qos or STATUS_QOS)
@@ -71,7 +71,7 @@ def record(node, msg_type, topic, qos=None):
 def test_goal_ending_early_stops_the_robot_and_the_next_goal_succeeds(ros_context, kind, status):
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     # time scale 0.2: the arm's first segment is still executing when segment 1 fails
@@ -105,7 +105,7 @@ def test_goal_ending_early_stops_the_robot_and_the_next_goal_succeeds(ros_contex
 
 
 def test_twenty_concurrent_goals_for_one_robot_exactly_one_runs(ros_context):
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet_params(), time_scale=0.05, context=ros_context) as _f:

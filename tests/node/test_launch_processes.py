@@ -34,7 +34,7 @@ def test_launch_file_names_installed_executables():
 
 
 def test_planner_and_adapters_as_separate_processes_serve_a_goal(ros_context, tmp_path):
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
 
     params = tmp_path / "fleet.yaml"
     params.write_text(yaml.safe_dump({

@@ -15,7 +15,7 @@ URGENT = (0.2, -6.67, 2.0)
 
 
 def fleet_params(**planner):
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.config.params import parse_params
 
     return parse_params({
         "planner": {"policy": "timelyllm", "engine": {"kind": "sim"}, "robot_timeout_s": 2.0, **planner},
@@ -30,7 +30,7 @@ def fleet_params(**planner):
 
 @pytest.fixture
 def fleet(ros_context):
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet_params(), time_scale=0.05, context=ros_context) as f:
@@ -43,7 +43,7 @@ def fleet(ros_context):
 
 
 def record(node, msg_type, topic, qos=None):
-    from llm_planner_node.ros_messages import STATUS_QOS
+    from llm_planner_node.ros.messages import STATUS_QOS
 
     got: list[tuple[float, object]] = []
     node.create_subscription(msg_type, topic, lambda m: got.append((time.monotonic(), m)), qos or STATUS_QOS)
@@ -55,7 +55,7 @@ def record_segments(node, robot_id):
     (the planner's default), picked by ``robot_id``."""
     from timely_fleet.msg import SkillSegment
 
-    from llm_planner_node.ros_messages import SHARED_SEGMENT_QOS
+    from llm_planner_node.ros.messages import SHARED_SEGMENT_QOS
 
     got: list[tuple[float, object]] = []
 
@@ -198,7 +198,7 @@ def test_adapter_that_dies_mid_plan_aborts_the_goal_with_a_reason(fleet, ros_con
 def test_engine_failure_ends_affected_goals_and_the_node_keeps_serving(ros_context):
     """The engine dies mid-generation (its step raises): every goal it was serving ends with
     STATUS_ENGINE_FAILED and the reason, the node builds a new engine and serves the next goal."""
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.engines.sim_engine import RealtimeSimEngine
     from llm_planner_node.up import running_fleet
@@ -232,7 +232,7 @@ def test_an_engine_that_cannot_be_rebuilt_refuses_goals_with_the_reason(ros_cont
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 
     import llm_planner_node.engines.factory as factory
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.engines.sim_engine import RealtimeSimEngine
     from llm_planner_node.up import running_fleet
@@ -335,8 +335,8 @@ def test_diagnostics_report_policy_counters_and_queue(fleet):
 def test_many_concurrent_goals_do_not_exhaust_the_executor(ros_context):
     """More simultaneous goals than executor threads: waiting goals must not block the status
     and goal callbacks (the execute callbacks wait without holding a thread)."""
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.config.params import parse_params
     from llm_planner_node.up import running_fleet
 
     n = 12

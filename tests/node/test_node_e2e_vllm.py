@@ -18,7 +18,7 @@ URGENT = (0.2, -6.67, 2.0)
 def vllm_engine():
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.engines.vllm_engine import VllmEngine
-    from llm_planner_node.params import EngineParams
+    from llm_planner_node.config.params import EngineParams
 
     eng = VllmEngine(EngineParams(kind="vllm", model="embedded", max_model_len=512, kv_cache_gib=0.0625),
                      WallClock())
@@ -28,8 +28,8 @@ def vllm_engine():
 
 @pytest.fixture
 def fleet(ros_context, vllm_engine):
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.config.params import parse_params
     from llm_planner_node.up import running_fleet
 
     params = parse_params({
@@ -49,7 +49,7 @@ def fleet(ros_context, vllm_engine):
 def test_urgent_drone_goal_is_served_while_a_long_arm_plan_generates(fleet):
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros_messages import STATUS_QOS
+    from llm_planner_node.ros.messages import STATUS_QOS
 
     statuses = []
     fleet.client.node.create_subscription(RobotStatus, "/robot_status", statuses.append, STATUS_QOS)
@@ -96,8 +96,8 @@ def test_cancel_mid_plan_on_vllm(fleet):
 @pytest.mark.parametrize("policy", ["trail", "ltr"])
 def test_length_aware_policies_run_in_the_node_with_their_real_predictors(ros_context, vllm_engine, policy):
     """trail and ltr in the live node use the planner model's hidden-state probe / ranker."""
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.config.params import parse_params
     from llm_planner_node.predictors.ltr_ranker import LTRPredictor
     from llm_planner_node.predictors.trail_probe import TrailProbePredictor
     from llm_planner_node.up import running_fleet
@@ -118,7 +118,7 @@ def test_length_aware_policies_run_in_the_node_with_their_real_predictors(ros_co
 
 
 def test_policy_without_a_live_predictor_is_refused_with_a_reason(ros_context, vllm_engine):
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.config.params import parse_params
     from llm_planner_node.up import running_fleet
 
     params = parse_params({"planner": {"policy": "lamps", "engine": {"kind": "vllm"}},

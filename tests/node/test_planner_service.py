@@ -1,4 +1,4 @@
-"""The planner service without ROS (llm_planner_node/planner_service.py): the status path,
+"""The planner service without ROS (llm_planner_node/service/planner_service.py): the status path,
 back-pressure and how goals end, driven through its public methods with recording ports."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from llm_planner_node import planner_service as ps
+from llm_planner_node.service import planner_service as ps
 from llm_planner_node.core.clock import WallClock
 from llm_planner_node.core.task_model import EndKind
 from llm_planner_node.engines.sim_engine import RealtimeSimEngine
-from llm_planner_node.params import parse_params
-from llm_planner_node.planner_service import (CANCELLED, DONE, EXECUTING, FAILED, GoalIn, PlannerService,
+from llm_planner_node.config.params import parse_params
+from llm_planner_node.service.planner_service import (CANCELLED, DONE, EXECUTING, FAILED, GoalIn, PlannerService,
                                               StatusIn)
 
 

@@ -22,7 +22,7 @@ NORMAL = (1.0, -2.0, 1.0)
 
 
 def fleet(robots=("d1",), **planner):
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.config.params import parse_params
 
     return parse_params({"planner": {"engine": {"kind": "sim"}, **planner},
                          "robots": [{"id": r, "kind": "drone", "adapter": "sim"} for r in robots]})
@@ -60,7 +60,7 @@ def test_parameters_are_declared_listed_read_and_set_through_the_parameter_servi
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters
 
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet(("d1", "d2")), time_scale=0.05, context=ros_context) as f:
@@ -114,7 +114,7 @@ class Up:
 def test_ros_args_p_and_params_file_override_the_yaml(ros_context, tmp_path):
     from rcl_interfaces.srv import GetParameters
 
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
 
     fleet_yaml = tmp_path / "fleet.yaml"
     fleet_yaml.write_text(yaml.safe_dump({"planner": {"engine": {"kind": "sim"}, "max_tokens": 100},
@@ -143,8 +143,8 @@ def test_ros_args_p_and_params_file_override_the_yaml(ros_context, tmp_path):
 def test_two_planners_in_their_own_namespaces_share_a_domain_without_cross_talk(ros_context):
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.ros_messages import STATUS_QOS
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.ros.messages import STATUS_QOS
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet(("a1",)), time_scale=0.05, namespace="fleet_a"), \
@@ -170,7 +170,7 @@ def test_lifecycle_inactive_refuses_goals_deactivate_ends_goals_in_flight(ros_co
     from lifecycle_msgs.msg import Transition
     from lifecycle_msgs.srv import ChangeState, GetState
 
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet(("d1",)), time_scale=1.0, context=ros_context):
@@ -200,7 +200,7 @@ def test_lifecycle_inactive_refuses_goals_deactivate_ends_goals_in_flight(ros_co
 def test_diagnostics_go_to_error_when_the_engine_dies_and_back_to_ok_after_restart(ros_context):
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.engines.sim_engine import RealtimeSimEngine
     from llm_planner_node.up import running_fleet
@@ -242,8 +242,8 @@ def test_stamps_follow_clock_with_use_sim_time(ros_context):
     from rosgraph_msgs.msg import Clock
     from timely_fleet.msg import GoalRecord, GoalResult
 
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.ros_messages import STATUS_QOS
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.ros.messages import STATUS_QOS
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet(("d1",)), time_scale=0.05, context=ros_context,

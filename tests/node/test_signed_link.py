@@ -16,7 +16,7 @@ NORMAL = (1.0, -2.0, 1.0)
 
 
 def fleet(tmp_path, **security):
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.config.params import parse_params
 
     return parse_params({"planner": {"engine": {"kind": "sim"}, "robot_timeout_s": 10.0},
                          "security": {"mode": "sign", "keystore": str(tmp_path / "keys"), **security},
@@ -44,9 +44,9 @@ def forged_status(goal_id, robot_id, seq, state, error=""):
 def test_forged_statuses_change_nothing_and_are_counted(ros_context, tmp_path, per_robot_topics):
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.ros_messages import STATUS_QOS, STATUS_TOPIC, status_topic
-    from llm_planner_node.security import Keystore, sign_status_msg
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.ros.messages import STATUS_QOS, STATUS_TOPIC, status_topic
+    from llm_planner_node.security.signing import Keystore, sign_status_msg
     from llm_planner_node.up import running_fleet
 
     params = fleet(tmp_path, per_robot_topics=per_robot_topics)
@@ -94,9 +94,9 @@ def test_forged_segments_are_not_executed_and_a_rogue_cancel_is_ignored(ros_cont
     """On the shared segment topic (the default) and on per-robot topics alike."""
     from timely_fleet.msg import RobotStatus, Skill, SkillSegment
 
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.ros_messages import SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC, segment_topic_of, status_topic
-    from llm_planner_node.security import Keystore, now_us, sign_segment_msg
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.ros.messages import SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC, segment_topic_of, status_topic
+    from llm_planner_node.security.signing import Keystore, now_us, sign_segment_msg
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet(tmp_path, per_robot_topics=per_robot_topics), time_scale=0.2, context=ros_context) as f:
@@ -141,7 +141,7 @@ def test_forged_segments_are_not_executed_and_a_rogue_cancel_is_ignored(ros_cont
 def test_a_fleet_without_keys_for_its_robots_gets_them_on_first_run(ros_context, tmp_path):
     """`security.mode: sign` with an empty keystore: `up` creates one key per robot (0600) and the
     signed fleet serves a goal; the keys are reused on the next start."""
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     keys = tmp_path / "keys"

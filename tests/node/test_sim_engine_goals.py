@@ -18,7 +18,7 @@ def default_fleet_on_sim():
 
     import yaml
 
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.config.params import parse_params
 
     doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "fleet.yaml").read_text())
     robots = [{**r, "adapter": "sim"} for r in doc["robots"]]
@@ -27,7 +27,7 @@ def default_fleet_on_sim():
 
 @pytest.fixture
 def fleet(ros_context):
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     params = default_fleet_on_sim()

@@ -18,8 +18,8 @@ class _Cycle:
 
 
 def test_the_startup_heap_is_frozen_while_the_fleet_runs_and_collectable_after(ros_context):
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.config.params import parse_params
     from llm_planner_node.up import running_fleet
 
     gc.unfreeze()

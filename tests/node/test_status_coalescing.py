@@ -18,8 +18,8 @@ def test_a_burst_of_goals_gets_few_status_arrays_and_every_final_state(ros_conte
     from action_msgs.msg import GoalStatusArray
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.config.params import parse_params
     from llm_planner_node.up import running_fleet
 
     params = parse_params({"planner": {"policy": "timelyllm", "engine": {"kind": "sim"}},
@@ -69,9 +69,9 @@ def test_result_requests_known_and_unknown_goals(ros_context):
     from timely_fleet.action import PlanTask
     from unique_identifier_msgs.msg import UUID
 
-    from llm_planner_node.client import spinning
-    from llm_planner_node.params import parse_params
-    from llm_planner_node.ros_messages import action_qos_kwargs
+    from llm_planner_node.ros.goal_client import spinning
+    from llm_planner_node.config.params import parse_params
+    from llm_planner_node.ros.messages import action_qos_kwargs
     from llm_planner_node.up import running_fleet
 
     params = parse_params({"planner": {"policy": "timelyllm", "engine": {"kind": "sim"}},
@@ -106,9 +106,9 @@ def test_finished_goals_expire_result_timeout_after_their_end(ros_context, monke
     scheduler's thread, once per goal): finished goals are kept, then forgotten about
     ``result_timeout`` after their end (a result asked for after that is UNKNOWN: see
     test_result_requests_known_and_unknown_goals)."""
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.node import FinishLaterActionServer
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.ros.node import FinishLaterActionServer
+    from llm_planner_node.config.params import parse_params
     from llm_planner_node.up import running_fleet
 
     monkeypatch.setattr(FinishLaterActionServer, "RESULT_TIMEOUT_S", 1)

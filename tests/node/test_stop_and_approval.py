@@ -44,7 +44,7 @@ def wait_future(fut, timeout=10.0):
 
 
 def params(tmp_path, robots, mode="sign"):
-    from llm_planner_node.params import parse_params
+    from llm_planner_node.config.params import parse_params
 
     return parse_params({
         "planner": {"engine": {"kind": "scripted"}, "robot_timeout_s": 10.0},
@@ -62,7 +62,7 @@ class Operator:
         from timely_fleet.msg import RobotStatus
         from timely_fleet.srv import ApproveSegment, StopRobots
 
-        from llm_planner_node.ros_messages import STATUS_QOS, STATUS_TOPIC
+        from llm_planner_node.ros.messages import STATUS_QOS, STATUS_TOPIC
 
         self.StopRobots, self.ApproveSegment = StopRobots, ApproveSegment
         self.node = Node("test_operator", context=ctx)
@@ -97,7 +97,7 @@ class Operator:
 
 @pytest.fixture
 def fleet(ros_context, tmp_path):
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     robots = [{"id": "d1", "kind": "drone", "approval": {"skills": ["land"], "timeout_s": 60}},
@@ -225,7 +225,7 @@ def test_unmarked_plans_are_not_held_and_all_marks_every_segment(fleet):
 
 
 def test_stop_all_of_60_busy_drones(ros_context, tmp_path):
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     n = 60
@@ -254,7 +254,7 @@ def test_stop_all_of_60_busy_drones(ros_context, tmp_path):
 
 
 def test_with_security_off_no_secret_is_needed(ros_context, tmp_path):
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     with running_fleet(params(tmp_path, [{"id": "d1", "kind": "drone"}], mode="off"), time_scale=0.2,

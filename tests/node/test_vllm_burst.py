@@ -24,7 +24,7 @@ N = 64
 def vllm_engine():
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.engines.vllm_engine import VllmEngine
-    from llm_planner_node.params import EngineParams
+    from llm_planner_node.config.params import EngineParams
 
     eng = VllmEngine(EngineParams(kind="vllm", model="embedded"), WallClock())
     yield eng
@@ -32,8 +32,8 @@ def vllm_engine():
 
 
 def test_64_goals_at_once_all_succeed_with_every_result_and_feedback(ros_context, vllm_engine):
-    from llm_planner_node.bench.live_bench import GoalArrivals, burst_goals, burst_params, node_burst
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.tools.bench.live_bench import GoalArrivals, burst_goals, burst_params, node_burst
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 
     params = burst_params(N, "timelyllm")

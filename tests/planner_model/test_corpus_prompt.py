@@ -3,7 +3,7 @@
 from llm_planner_node.planner_model.corpus import (
     TASKS, canonical_examples, generate_corpus, held_out_variations, validate_corpus,
 )
-from llm_planner_node.planner_model.prompt import PLAN_MARKER, build_prompt, prompt_prefix
+from llm_planner_node.prompts.prompt import PLAN_MARKER, build_prompt, prompt_prefix
 
 
 def test_eleven_lrtrace_tasks():

@@ -19,7 +19,7 @@ from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKI
 from llm_planner_node.planner_model import DEFAULT_MODEL_PATH
 from llm_planner_node.planner_model.corpus import (canonical_chat_examples, canonical_examples, generate_corpus,
                                                    segmenter_for)
-from llm_planner_node.planner_model.prompt import build_prompt, prompt_prefix
+from llm_planner_node.prompts.prompt import build_prompt, prompt_prefix
 from llm_planner_node.segmenters import get_segmenter, segment_all
 from llm_planner_node.segmenters.detok import IncrementalDetokenizer
 from llm_planner_node.segmenters.minispec import statement_boundaries
@@ -127,7 +127,7 @@ VLLM_SCRIPT = textwrap.dedent(
     import json, sys
     from vllm import LLM, SamplingParams
     from llm_planner_node.planner_model.corpus import canonical_examples
-    from llm_planner_node.planner_model.prompt import build_prompt
+    from llm_planner_node.prompts.prompt import build_prompt
 
     if __name__ == "__main__":
         llm = LLM(model=sys.argv[1], dtype="float32", max_model_len=512, block_size=32,

@@ -9,12 +9,12 @@ from functools import lru_cache
 import pytest
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-from llm_planner_node.grammar import GrammarChecker, build_plan_grammar
-from llm_planner_node.planner_model import plan_data
-from llm_planner_node.planner_model.examples import EXAMPLES
-from llm_planner_node.planner_model.plan_data import (BENCH_HELDOUT_PATH, MODEL_HELDOUT_PATH, generate, normalise,
+from llm_planner_node.prompts.grammar import GrammarChecker, build_plan_grammar
+from llm_planner_node.tools.training import plan_data
+from llm_planner_node.prompts.examples import EXAMPLES
+from llm_planner_node.tools.training.plan_data import (BENCH_HELDOUT_PATH, MODEL_HELDOUT_PATH, generate, normalise,
                                                       _jsonl_instructions)
-from llm_planner_node.planner_model.train_lora import DEFAULT_OUT, TARGET_MODULES, BASE_MODEL
+from llm_planner_node.tools.training.train_lora import DEFAULT_OUT, TARGET_MODULES, BASE_MODEL
 from llm_planner_node.segmenters import get_segmenter, segment_all
 
 N = 3000

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from llm_planner_node.planner_model.prompt import PromptOptions, chat_messages, prompt_options_for
-from llm_planner_node.planner_model.quantities import normalise_quantities
+from llm_planner_node.prompts.prompt import PromptOptions, chat_messages, prompt_options_for
+from llm_planner_node.prompts.quantities import normalise_quantities
 
 
 @pytest.mark.parametrize("text, drone", [

@@ -9,7 +9,7 @@ from llm_planner_node.core.predictors import (LengthBins, OracleLengths, Segment
                                               probe_distribution, trail_transition)
 from llm_planner_node.core.task_model import Goal
 from llm_planner_node.core.tuf import NORMAL
-from llm_planner_node.sim.traces import TRACES
+from llm_planner_node.engines.sim_traces import TRACES
 
 
 def _goal(prompt, instruction="", max_tokens=64):

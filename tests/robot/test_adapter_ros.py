@@ -21,7 +21,7 @@ class Harness:
         from rclpy.node import Node
         from timely_fleet.msg import RobotStatus, SkillSegment
 
-        from llm_planner_node.ros_messages import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS
+        from llm_planner_node.ros.messages import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS
         from robot_adapters.adapter_base import AdapterNode, status_qos
 
         self.ctx = ctx
@@ -207,7 +207,7 @@ def test_shared_segment_topic_dispatches_by_robot_id(ros_context):
     from rclpy.node import Node
     from timely_fleet.msg import RobotStatus, SkillSegment
 
-    from llm_planner_node.ros_messages import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
+    from llm_planner_node.ros.messages import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
     from robot_adapters.adapter_base import AdapterNode, make_segment_msg
 
     adapter = AdapterNode("shared_adapter", context=ros_context)  # shared: the default

@@ -164,7 +164,7 @@ def test_the_plan_duration_budget_stops_a_plan_that_runs_too_long():
 
 
 def test_budget_from_yaml_merges_kind_defaults():
-    from llm_planner_node.params import ParamError, parse_params
+    from llm_planner_node.config.params import ParamError, parse_params
 
     p = parse_params({"robots": [{"id": "d", "kind": "drone", "budget": {"max_calls": 7,
                                                                        "fence_cm": [-1, 1, -1, 1, 0, 2]}}]})

@@ -26,8 +26,8 @@ class _Scripted:
         from rclpy.node import Node
         from timely_fleet.action import PlanTask
 
-        from llm_planner_node.node import FinishLaterActionServer
-        from llm_planner_node.ros_messages import action_qos_kwargs
+        from llm_planner_node.ros.node import FinishLaterActionServer
+        from llm_planner_node.ros.messages import action_qos_kwargs
 
         outer = self
         self.requests = 0
@@ -69,7 +69,7 @@ class _Scripted:
 
 
 def _run(ctx, script: dict[int, str], late_query_s: float = 0.0):
-    from llm_planner_node.client import GoalClient, spinning
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
 
     server = _Scripted(ctx, script, late_query_s)
     client = GoalClient(ctx)
@@ -116,9 +116,9 @@ def test_goals_that_fail_their_field_checks_are_served_before_a_burst(ros_contex
     from rclpy.node import Node
     from timely_fleet.action import PlanTask
 
-    from llm_planner_node.client import GoalClient, spinning
-    from llm_planner_node.node import FinishLaterActionServer
-    from llm_planner_node.ros_messages import action_qos_kwargs
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.ros.node import FinishLaterActionServer
+    from llm_planner_node.ros.messages import action_qos_kwargs
 
     order: list[str] = []
     node = Node("priority_server", context=ros_context)
@@ -167,8 +167,8 @@ def test_a_slow_goal_answer_is_not_taken_for_a_lost_goal(ros_context, monkeypatc
     from rclpy.node import Node
     from timely_fleet.action import PlanTask
 
-    from llm_planner_node import client as client_mod
-    from llm_planner_node.ros_messages import action_qos_kwargs
+    from llm_planner_node.ros import goal_client as client_mod
+    from llm_planner_node.ros.messages import action_qos_kwargs
 
     monkeypatch.setattr(client_mod, "GOAL_ANSWER_S", 0.3)
     server_node = Node("slow_server", context=ros_context)

@@ -12,7 +12,7 @@ def test_lines_go_to_the_nodes_logger_and_follow_its_level(ros_context, capfd):
     from rclpy.logging import LoggingSeverity
     from rclpy.node import Node
 
-    from llm_planner_node.node import HotPathLog
+    from llm_planner_node.ros.node import HotPathLog
 
     node = Node("hot_path_log_test", context=ros_context)
     log = HotPathLog(node.get_logger())

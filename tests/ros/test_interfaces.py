@@ -124,9 +124,9 @@ def test_every_end_kind_has_its_own_action_status():
     """One map from the core's EndKind to the action result status, total and one-to-one."""
     from timely_fleet.action import PlanTask
 
-    from llm_planner_node.client import STATUS_NAMES
+    from llm_planner_node.ros.goal_client import STATUS_NAMES
     from llm_planner_node.core.task_model import EndKind
-    from llm_planner_node.ros_messages import STATUS_OF
+    from llm_planner_node.ros.messages import STATUS_OF
 
     assert set(STATUS_OF) == set(EndKind)
     assert len(set(STATUS_OF.values())) == len(EndKind)

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from llm_planner_node.param_schema import schema, to_flat
-from llm_planner_node.params import DEFAULT_PARAMS, ParamError, load_params
+from llm_planner_node.config.schema import schema, to_flat
+from llm_planner_node.config.params import DEFAULT_PARAMS, ParamError, load_params
 
 pytestmark = pytest.mark.ros
 
@@ -38,7 +38,7 @@ def _wait(executor, future, timeout_s=10.0):
 def test_yaml_values_are_the_defaults(ros_context, fleet):
     from rcl_interfaces.msg import ParameterType
 
-    from llm_planner_node.ros_params import PARAMS_FILE, declare_parameters
+    from llm_planner_node.ros.params import PARAMS_FILE, declare_parameters
 
     node = _node(ros_context)
     try:
@@ -66,7 +66,7 @@ def test_yaml_values_are_the_defaults(ros_context, fleet):
 def test_ros_args_params_file_and_overrides_win_over_the_yaml(ros_context, tmp_path, fleet):
     from rclpy.parameter import Parameter
 
-    from llm_planner_node.ros_params import declare_parameters
+    from llm_planner_node.ros.params import declare_parameters
 
     pfile = tmp_path / "over.yaml"
     pfile.write_text("llm_planner:\n  ros__parameters:\n    policy: vllm\n    engine: {kind: sim}\n"
@@ -93,7 +93,7 @@ def test_ros_args_params_file_and_overrides_win_over_the_yaml(ros_context, tmp_p
 def test_params_file_parameter_names_the_yaml(ros_context, tmp_path):
     from rclpy.parameter import Parameter
 
-    from llm_planner_node.ros_params import declare_parameters
+    from llm_planner_node.ros.params import declare_parameters
 
     src = tmp_path / "fleet.yaml"
     src.write_text(DEFAULT_PARAMS.read_text().replace("max_tokens: 128", "max_tokens: 77"))
@@ -114,7 +114,7 @@ def test_params_file_parameter_names_the_yaml(ros_context, tmp_path):
     (["-p", "tuf_presets.late.ert_s:=3.0"], "tuf_presets.late is missing alpha, beta"),
 ])
 def test_an_invalid_override_stops_with_params_sentence(ros_context, args, sentence):
-    from llm_planner_node.ros_params import declare_parameters
+    from llm_planner_node.ros.params import declare_parameters
 
     node = _node(ros_context, cli_args=["--ros-args", *args])
     try:
@@ -130,7 +130,7 @@ def test_parameter_services_list_get_set_and_refuse(ros_context, fleet):
     from rclpy.parameter import Parameter
     from rclpy.parameter_client import AsyncParameterClient
 
-    from llm_planner_node.ros_params import add_validation_callback, declare_parameters
+    from llm_planner_node.ros.params import add_validation_callback, declare_parameters
 
     server = _node(ros_context)
     client_node = _node(ros_context, "param_client")
@@ -192,7 +192,7 @@ def test_parameter_services_list_get_set_and_refuse(ros_context, fleet):
 def test_exported_ros_params_file_gives_the_same_fleet(ros_context, tmp_path, fleet):
     from rclpy.parameter import Parameter
 
-    from llm_planner_node.ros_params import declare_parameters
+    from llm_planner_node.ros.params import declare_parameters
 
     out = subprocess.run([sys.executable, "-m", "llm_planner_node.cli", "params", "export"],
                          capture_output=True, text=True, check=True, env={**os.environ, "TIMELY_FLEET_ENV": "1"}).stdout

@@ -1,4 +1,4 @@
-"""Plan grammars generated from skill sets (llm_planner_node.grammar, issue 13).
+"""Plan grammars generated from skill sets (llm_planner_node.prompts.grammar, issue 13).
 
 * every canonical corpus plan (drone, arm, chat) is accepted by its skill set's grammar;
 * strings derived at random FROM each grammar (a bounded-depth derivation generator over the
@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from llm_planner_node.core.skills import (CHAT, DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, INDY7_ARM,
                                           TELLO_MINISPEC, ArgSpec, SkillSet, SkillSpec)
-from llm_planner_node.grammar import (Alt, Chars, GrammarChecker, Lit, PlanGrammar, Ref, Rep, Seq,
+from llm_planner_node.prompts.grammar import (Alt, Chars, GrammarChecker, Lit, PlanGrammar, Ref, Rep, Seq,
                                       build_plan_grammar, derivatives_for, float_range, int_range, int_range_ebnf,
                                       language_of, node_to_regex, plan_grammar)
 from llm_planner_node.planner_model.corpus import (canonical_chat_examples, canonical_examples,
@@ -434,7 +434,7 @@ def test_resume_grammar_text_is_memoised_and_equals_a_fresh_build():
     """Derivatives.ebnf_for caches by state: the same state reached again (another goal, same
     kept text) gives the identical text without rebuilding it, and that text is what a fresh
     build gives; different states give different texts."""
-    from llm_planner_node.grammar import derivatives_for
+    from llm_planner_node.prompts.grammar import derivatives_for
 
     d = derivatives_for("tello_minispec", "drone")
     a = d.state().advance("tu(50);_")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from llm_planner_node.core.plan_limits import PlanLimits, limits_for
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-from llm_planner_node.grammar import (Alt, Chars, GrammarChecker, Lit, PlanGrammar, Ref, Rep, Seq, build_plan_grammar,
+from llm_planner_node.prompts.grammar import (Alt, Chars, GrammarChecker, Lit, PlanGrammar, Ref, Rep, Seq, build_plan_grammar,
                                       longest_plan_chars)
 from llm_planner_node.segmenters.arm import parse_arm_plan
 from llm_planner_node.segmenters.minispec import If, Loop, Return, parse_program

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import REGISTRY, Decision, Policy, register
+from llm_planner_node.core.policies.base import REGISTRY, Decision, Policy, register
 
 for _m in pkgutil.iter_modules(__path__):
     if _m.name != "base":

@@ -38,10 +38,10 @@ from typing import ClassVar, TypeVar
 
 import numpy as np
 
-from ..batching import (DEFAULT_ADMISSION, Admission, FixedBatch, LatencyGuided, RunningView,
+from llm_planner_node.core.batching import (DEFAULT_ADMISSION, Admission, FixedBatch, LatencyGuided, RunningView,
                         best_utility, hopeless_keys, make_admission, top_rows)
-from ..predictors import LengthPredictor
-from ..queue import QueueView
+from llm_planner_node.core.predictors import LengthPredictor
+from llm_planner_node.core.queue import QueueView
 
 #: vLLM's default ``max_num_seqs``: baselines batch as much as KV memory allows.
 DEFAULT_MAX_BATCH = 256

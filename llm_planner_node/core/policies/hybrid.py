@@ -3,7 +3,7 @@
 - Clients: ``max_batch`` = J slots (the paper's 200); a client serves one generation at a time.
 - Offline: with the workload known, requests are assigned to clients minimising the makespan
   (P||Cmax). ``plan`` (request id -> client) comes from the time-limited MIP of
-  :mod:`llm_planner_node.evaluation.hybrid_offline` (highspy); without one, arrivals are assigned
+  :mod:`llm_planner_node.tools.evaluation.hybrid_offline` (highspy); without one, arrivals are assigned
   online by LPT (longest first to the least-loaded client, :func:`lpt_assign`).
 - Online request scheduling (Alg. 1): each client's list is ordered by ``N^p + N^d``, longest
   first [? order: the prose suggests it]; an idle client with an empty list takes the longest
@@ -21,10 +21,10 @@ from typing import Mapping
 
 import numpy as np
 
-from ..batching import RunningView, kv_prefix
-from ..predictors import LengthPredictor, OracleLengths
-from ..queue import QueueView
-from .base import DEFAULT_MAX_BATCH, Decision, Policy, register
+from llm_planner_node.core.batching import RunningView, kv_prefix
+from llm_planner_node.core.predictors import LengthPredictor, OracleLengths
+from llm_planner_node.core.queue import QueueView
+from llm_planner_node.core.policies.base import DEFAULT_MAX_BATCH, Decision, Policy, register
 
 
 def lpt_assign(sizes: np.ndarray, loads: np.ndarray) -> np.ndarray:

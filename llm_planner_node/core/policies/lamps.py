@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..batching import RunningView
-from ..predictors import LengthPredictor, SegmentLengths
-from ..queue import QueueView
-from .base import Decision, Pause, Policy, fcfs_order, register
+from llm_planner_node.core.batching import RunningView
+from llm_planner_node.core.predictors import LengthPredictor, SegmentLengths
+from llm_planner_node.core.queue import QueueView
+from llm_planner_node.core.policies.base import Decision, Pause, Policy, fcfs_order, register
 
 # Default engine costs = the simulated engine's Llama3-8B / RTX 4090 calibration
 # (engines/sim_engine.py): prefill 0.10617 ms per token; host<->GPU copy 7.3 us per token.

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import RunningView
-from ..predictors import LengthPredictor, OracleLengths
-from ..queue import QueueView
-from .base import DEFAULT_MAX_BATCH, Decision, Policy, displaced, register
+from llm_planner_node.core.batching import RunningView
+from llm_planner_node.core.predictors import LengthPredictor, OracleLengths
+from llm_planner_node.core.queue import QueueView
+from llm_planner_node.core.policies.base import DEFAULT_MAX_BATCH, Decision, Policy, displaced, register
 
 
 class Starvation:

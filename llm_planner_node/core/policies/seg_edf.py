@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..queue import QueueView
-from .base import Policy, register
+from llm_planner_node.core.queue import QueueView
+from llm_planner_node.core.policies.base import Policy, register
 
 
 @register

@@ -17,10 +17,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..batching import Admission, LatencyGuided
-from ..priority import DEFAULT_SLACK_FLOOR_S, pud_priorities
-from ..queue import QueueView
-from .base import Policy, register
+from llm_planner_node.core.batching import Admission, LatencyGuided
+from llm_planner_node.core.priority import DEFAULT_SLACK_FLOOR_S, pud_priorities
+from llm_planner_node.core.queue import QueueView
+from llm_planner_node.core.policies.base import Policy, register
 
 
 @register

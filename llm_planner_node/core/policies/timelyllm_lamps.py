@@ -8,9 +8,9 @@ action minus the next segment's generation time G.
 
 from __future__ import annotations
 
-from .base import Pause, register
-from .lamps import WasteModel
-from .timelyllm import TimelyLLM
+from llm_planner_node.core.policies.base import Pause, register
+from llm_planner_node.core.policies.lamps import WasteModel
+from llm_planner_node.core.policies.timelyllm import TimelyLLM
 
 
 @register

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..predictors import LengthPredictor, SegmentLengths
-from ..priority import pud_priorities
-from ..queue import QueueView
-from .base import register
-from .timelyllm import TimelyLLM
+from llm_planner_node.core.predictors import LengthPredictor, SegmentLengths
+from llm_planner_node.core.priority import pud_priorities
+from llm_planner_node.core.queue import QueueView
+from llm_planner_node.core.policies.base import register
+from llm_planner_node.core.policies.timelyllm import TimelyLLM
 
 
 @register

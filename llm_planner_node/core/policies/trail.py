@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import RunningView
-from ..predictors import LengthBins, LengthPredictor, SimTrailProbe
-from ..queue import QueueView
-from .base import DEFAULT_MAX_BATCH, Policy, displaced, register
+from llm_planner_node.core.batching import RunningView
+from llm_planner_node.core.predictors import LengthBins, LengthPredictor, SimTrailProbe
+from llm_planner_node.core.queue import QueueView
+from llm_planner_node.core.policies.base import DEFAULT_MAX_BATCH, Policy, displaced, register
 
 
 def preemptible(age: np.ndarray, initial: np.ndarray, c: float) -> np.ndarray:

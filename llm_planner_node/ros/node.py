@@ -1,0 +1,685 @@
+"""The planning node: a thin ROS 2 lifecycle node over :class:`~.planner_service.PlannerService`.
+
+Like the rclpy ``minimal_action_server`` example, this file holds only the ROS side: the
+``plan_task`` action server, publishers, subscriptions, timers and the lifecycle transitions.
+The service holds the logic (scheduling core, goal registry, robot link protocol); message
+conversion lives in :mod:`.ros_messages`.
+
+Lifecycle (``lifecycle_msgs``; ``timely-fleet up`` drives the transitions itself):
+
+- **configure**: build the service and load the engine (vLLM loads here, ~30 s on CPU);
+- **activate**: accept goals;
+- **deactivate**: stop accepting; goals in flight end CANCELLED ("planner deactivated") and
+  their robots are stopped;
+- **cleanup**: free the engine; **shutdown**: end every goal, free everything.
+
+Goals sent while the node is not active are refused with the reason (accepted and aborted with
+``STATUS_REJECTED``: a ROS 2 goal rejection cannot carry a reason). Topics are relative to the
+node's namespace (:mod:`.ros_messages`); ``/diagnostics`` carries standard
+``diagnostic_msgs/DiagnosticArray`` with OK / WARN / ERROR; every stamp comes from the node's
+clock (``use_sim_time`` follows ``/clock``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import threading
+import time
+from typing import Any, Callable
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from action_msgs.msg import GoalInfo, GoalStatus
+from rclpy.action.server import GoalEvent, ServerGoalHandle
+from rclpy.executors import await_or_execute
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.task import Future
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.logging import LoggingSeverity
+from rclpy.node import Node
+from rclpy.serialization import deserialize_message
+from timely_fleet.action import PlanTask
+from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus, SkillSegment
+from timely_fleet.srv import CancelPlan
+
+from llm_planner_node.ros import operator as operator_ros
+from llm_planner_node.core.outcomes import STATUS_NAMES
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.engine_api import Engine
+from llm_planner_node.core.task_model import EndKind, Request
+from llm_planner_node.config.params import FleetParams
+from llm_planner_node.service.planner_service import GoalIn, PlannerService, StatusIn, safe_text
+from llm_planner_node.ros.params import add_validation_callback, declare_parameters
+from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier
+from llm_planner_node.ros.messages import (ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
+                           STATUS_READER_QOS, STATUS_TOPIC, action_qos_kwargs, build_result, draining_subscription,
+                           rejected_result, segment_message, segment_publishers, status_goal_id, status_topic,
+                           stop_message, heartbeat_message)
+
+
+class HotPathLog:
+    """The node's per-goal log lines (one per goal end or refusal, ``ports.log``) without rclpy's
+    per-call cost: ``RcutilsLogger.log`` finds its caller with ``inspect`` (file system calls)
+    on every call, 12% of the goal thread's CPU in a 200-goal burst. Lines go to the same rcutils
+    logger (same name, severity filter and output) with this class as their location."""
+
+    _SEVERITY = {"debug": LoggingSeverity.DEBUG, "info": LoggingSeverity.INFO,
+                 "warning": LoggingSeverity.WARN, "error": LoggingSeverity.ERROR}
+
+    def __init__(self, logger: Any) -> None:
+        self.logger = logger
+        try:
+            from rclpy.impl.implementation_singleton import rclpy_implementation
+
+            self._emit = rclpy_implementation.rclpy_logging_rcutils_log
+        except (ImportError, AttributeError):  # another rclpy: its own (slower) path
+            self._emit = None
+
+    def __call__(self, level: str, text: str) -> None:
+        severity = self._SEVERITY.get(level, LoggingSeverity.INFO)
+        if self._emit is None:
+            self.logger.log(text, severity)
+        elif self.logger.is_enabled_for(severity):
+            self._emit(severity, self.logger.name, text, "log", __file__, 0)
+
+
+class _CoalescedGoalHandle(ServerGoalHandle):
+    """A goal handle whose state changes mark the server's status array for the next coalesced
+    publication (:meth:`FinishLaterActionServer.flush_status`) instead of publishing it; a goal's
+    end marks the server's expiry timer for re-arming there too."""
+
+    def _update_state(self, event: Any) -> None:
+        with self._lock:
+            if self._goal_handle is None:  # already destroyed
+                return
+            self._goal_handle.update_goal_state(event)
+            self._action_server.status_changed(done=not self._goal_handle.is_active())
+
+
+class FinishLaterActionServer(ActionServer):
+    """An rclpy ActionServer whose execute callback starts a goal and returns at once; the goal
+    is finished later, from any thread, with :meth:`finish_goal`.
+
+    rclpy's own ``_execute_goal`` awaits the execute callback, so every goal in flight keeps a
+    pending coroutine in the executor, which rclpy's MultiThreadedExecutor re-scans at every
+    wake-up (ros2/rclpy issue 1452; with 64 goals in flight the spin thread used 40% of a core
+    running no planner code). Here no coroutine outlives the goal's start. Results go out the
+    way rclpy sends them: through the server's per-goal result future, under its lock."""
+
+    async def _execute_goal(self, execute_callback: Any, goal_handle: Any) -> None:
+        execute_callback(goal_handle)
+
+    # -- coalesced status array ------------------------------------------------------------------
+    # rclpy publishes the whole GoalStatusArray (every goal of the last ``result_timeout`` s) at
+    # every state change of every goal: three per goal. Every action client deserialises each
+    # array into Python objects under its GIL: with 64 goals in a burst the project's own client
+    # spent 27% of its spin thread there and took up to 4.3 s to send the next 64 goals. Here a
+    # state change only marks the array; it goes out at the end of each executor round (the
+    # round's accepted goals in one array) and otherwise within STATUS_PERIOD_S (the node's
+    # timer): at most ~10 arrays per second plus one per round of goal requests, whatever the
+    # goal rate. A goal's terminal status may now reach a client up to 100 ms after its result
+    # (ROS 2 never ordered the status topic against the result service). 100 ms rather than 50:
+    # each array holds every goal of the last 10 s, and deserialising them was still a third of
+    # the client's spin thread in back-to-back 64-goal bursts (client CPU per burst, A/B in one
+    # hour: 0.25-0.38 s at 100 ms, 0.35-0.38 s at 50 ms).
+    #
+    # A goal's end re-arms the server's expiry timer (rcl_action's ``notify_goal_done``: a pass
+    # over every goal of the last ``result_timeout`` s, under the server's lock) at that flush
+    # too, once for the goals that ended since, not once per goal on the scheduler's thread: a
+    # result expires up to STATUS_PERIOD_S later than ``result_timeout`` after its goal's end.
+    STATUS_PERIOD_S = 0.1
+    #: How long a finished goal's result is kept for clients that ask for it late (rclpy's
+    #: ``result_timeout``, its default).
+    RESULT_TIMEOUT_S = 10
+    _status_dirty = False
+    _goal_done = False
+
+    def status_changed(self, done: bool = False) -> None:
+        self._status_dirty = True
+        if done:
+            self._goal_done = True
+
+    def flush_status(self) -> None:
+        """Publish the status array if a goal changed state since the last publication (and
+        re-arm the expiry timer if a goal ended)."""
+        if self._status_dirty:
+            self._status_dirty = False
+            self._handle.publish_status()
+        if self._goal_done:
+            self._goal_done = False
+            self.notify_goal_done()
+
+    async def _execute_goal_request(self, request_header_and_message: Any) -> None:
+        """rclpy's ``_execute_goal_request`` (kilted, jazzy), with a coalescing goal handle and
+        the "accepted" status marked instead of published."""
+        request_header, goal_request = request_header_and_message
+        goal_uuid = goal_request.goal_id
+        goal_info = GoalInfo()
+        goal_info.goal_id = goal_uuid
+        with self._lock:
+            goal_id_exists = self._handle.goal_exists(goal_info)
+        accepted = False
+        if not goal_id_exists:
+            response = await await_or_execute(self._goal_callback, goal_request.goal)
+            accepted = isinstance(response, GoalResponse) and response == GoalResponse.ACCEPT
+        goal_handle = None
+        if accepted:
+            goal_info.stamp = self._node.get_clock().now().to_msg()
+            try:
+                with self._lock:
+                    goal_handle = _CoalescedGoalHandle(self, goal_info, goal_request.goal)
+            except RuntimeError as e:
+                self._logger.error(f"failed to accept new goal {bytes(goal_uuid.uuid).hex()}: {e}")
+                accepted = False
+            else:
+                self._goal_handles[bytes(goal_uuid.uuid)] = goal_handle
+                self._result_futures[bytes(goal_uuid.uuid)] = Future()  # untracked: see add_future
+        response_msg = self._action_type.Impl.SendGoalService.Response()
+        response_msg.accepted = accepted
+        response_msg.stamp = goal_info.stamp
+        try:
+            with self._lock:
+                self._handle.send_goal_response(request_header, response_msg)
+        except _rclpy.RCLError:
+            self._logger.warning("failed to send a goal response (the client may have gone away)")
+            return
+        if not accepted:
+            return
+        self.status_changed()
+        await await_or_execute(self._handle_accepted_callback, goal_handle)
+
+    async def _execute_get_result_request(self, request_header_and_message: Any) -> None:
+        """rclpy's ``_execute_get_result_request`` without its debug line, which formats the
+        goal id's numpy array (``'...{0}'.format(uuid)``) whatever the log level: a fifth of the
+        action server's thread in a 64-goal burst."""
+        request_header, result_request = request_header_and_message
+        goal_id = bytes(result_request.goal_id.uuid)
+        future = self._result_futures.get(goal_id)
+        if future is None:  # unknown or expired: the answer is status UNKNOWN
+            response = self._action_type.Impl.GetResultService.Response()
+            response.status = GoalStatus.STATUS_UNKNOWN
+            with self._lock:
+                self._handle.send_result_response(request_header, response)
+            return
+        future.add_done_callback(functools.partial(self._send_result_response, request_header))
+
+    #: Goal and result requests taken per executor round (rclpy takes one of each per round,
+    #: rebuilding the wait set in between: a burst of 200 goals cost 200 rounds).
+    DRAIN = 32
+
+    def take_data(self) -> Any:
+        data = super().take_data()
+        for key, ready, take, request in (
+                ("goal", "_is_goal_request_ready", self._handle.take_goal_request,
+                 self._action_type.Impl.SendGoalService.Request),
+                ("result", "_is_result_request_ready", self._handle.take_result_request,
+                 self._action_type.Impl.GetResultService.Request)):
+            if key not in data or not getattr(self, ready):
+                continue
+            more = []
+            for _ in range(self.DRAIN - 1):
+                with self._lock:
+                    taken = take(request)
+                if not taken[0]:  # nothing more waiting: (None, None)
+                    break
+                more.append(taken)
+            data["more_" + key] = more
+        return data
+
+    #: Set by the node: does a goal fail its field checks (it will be rejected at once)? Such
+    #: goals are served first among those taken in one round, so a bad goal's rejection does not
+    #: wait behind a burst of good ones.
+    rejects_at_once: Callable[[Any], bool] | None = None
+
+    async def execute(self, taken_data: Any) -> None:
+        goals = ([taken_data.pop("goal")] if "goal" in taken_data else []) + taken_data.pop("more_goal", [])
+        if self.rejects_at_once is not None and len(goals) > 1:
+            goals.sort(key=lambda g: not self.rejects_at_once(g[1].goal))  # stable: good ones keep their order
+        # result requests first: each is a look-up (answered at once for a goal that has ended,
+        # e.g. a rejected one), and must not wait behind this round's goals
+        results = ([taken_data.pop("result")] if "result" in taken_data else []) + taken_data.pop("more_result", [])
+        for result in results:
+            await self._execute_get_result_request(result)
+        for goal in goals:
+            await self._execute_goal_request(goal)
+        await super().execute(taken_data)
+        self.flush_status()  # this round's accepted / started / ended goals, in one array
+
+    #: Set by the node: may a "cancel every goal" request (all-zero goal id) be honoured?
+    allow_cancel_all = False
+    refused_cancel_all = 0
+
+    async def _execute_cancel_request(self, request_header_and_message: Any) -> None:
+        """Refuse "cancel every goal" (and "every goal before a stamp"): an all-zero goal id
+        would let any node on the domain end every goal in flight (ROS action semantics); it is
+        answered ERROR_REJECTED unless ``security.allow_cancel_all``."""
+        request_header, cancel_request = request_header_and_message
+        if not self.allow_cancel_all and not any(cancel_request.goal_info.goal_id.uuid):
+            self.refused_cancel_all += 1
+            response = self._action_type.Impl.CancelGoalService.Response()
+            response.return_code = response.ERROR_REJECTED
+            with self._lock:
+                self._handle.send_cancel_response(request_header, response)
+            return
+        await super()._execute_cancel_request(request_header_and_message)
+
+    # -- result futures the executor does not track -----------------------------------------------
+    # rclpy registers each goal's result future with the server until the goal expires
+    # (``result_timeout``, 10 s after its end), and its executor re-binds every registered future
+    # (``Future._set_executor``) each time the server executes anything: with bursts of 64 goals
+    # that is a few hundred calls per goal request, result request and cancel. Untracked, a
+    # result future runs its done callback (rclpy's ``_send_result_response``, under the server's
+    # lock) at once in the thread that sets the result (:meth:`finish_goal`), or in the executor's
+    # thread for a result requested after the goal ended: one executor wake-up less per goal.
+    def add_future(self, future: Any) -> None:
+        pass
+
+    def remove_future(self, future: Any) -> None:
+        pass
+
+    def finish_goal(self, goal_handle: Any, result: Any) -> None:
+        """Send ``result`` for a goal whose handle is already in its terminal state."""
+        if goal_handle.is_active:  # never leave a goal without a terminal state
+            goal_handle.abort()
+        response = self._action_type.Impl.GetResultService.Response()
+        response.status = goal_handle.status
+        response.result = result
+        future = self._result_futures.get(bytes(goal_handle.goal_id.uuid))
+        if future is not None and not future.done():
+            future.set_result(response)
+
+
+#: Queue length above which diagnostics warn (goals waiting for the engine).
+QUEUE_WARN = 200
+#: Free KV share below which diagnostics warn.
+KV_WARN = 0.05
+
+
+class PlannerNode(LifecycleNode):
+    """The ``llm_planner`` node (see the module docstring)."""
+
+    def __init__(self, params: FleetParams | None = None, *, engine: Engine | None = None,
+                 engine_factory: Callable[[], Engine] | None = None,
+                 prompt_builder: Callable[[str, str, str], object] | None = None,
+                 clock: Clock | None = None, context: Any = None, name: str = "llm_planner",
+                 namespace: str | None = None, cli_args: list[str] | None = None,
+                 ack_timeout_s: float = 1.0, max_resends: int = 3, robot_time_scale: float = 1.0) -> None:
+        super().__init__(name, context=context, namespace=namespace, cli_args=cli_args)
+        # every setting is a declared parameter: ``params`` (or the ``params_file`` YAML) gives the
+        # defaults, ``-p`` / ``--params-file`` / launch ``parameters=`` override them (ros_params)
+        self.params = declare_parameters(self, params)
+        add_validation_callback(self, lambda: self.params, self._apply_params)
+        params = self.params
+        self._service_args = dict(engine=engine, engine_factory=engine_factory, prompt_builder=prompt_builder,
+                                  clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends,
+                                  robot_time_scale=robot_time_scale)
+        self.service: PlannerService | None = None
+        self._lock = threading.Lock()
+        self._handles: dict[str, Any] = {}  # goal id -> action goal handle (feedback)
+        self._cancel_keys: dict[str, str] = {}  # goal id -> SHA-256 of its client's cancel secret
+        self.cancel_refusals: dict[str, int] = {}
+        self._goals_cb = ReentrantCallbackGroup()
+        self._log = HotPathLog(self.get_logger())
+        # one publisher on the shared robot_segments topic for every robot (per robot with security.per_robot_topics)
+        self._seg_pubs = segment_publishers(self, SkillSegment, [r.id for r in params.robots],
+                                            params.security.per_robot_topics)
+        self._stats_pub = self.create_publisher(PlannerStats, STATS_TOPIC, 10)
+        self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
+        self._goal_pub = self.create_publisher(GoalRecord, GOALS_TOPIC, STATUS_QOS)
+        self._result_pub = self.create_publisher(GoalResult, RESULTS_TOPIC, STATUS_QOS)
+        # the robot link's protection (README "Security"): built at configure from security.*
+        self._signer: LinkSigner | None = None
+        self._verifier: LinkVerifier | None = None
+        self._link_dropped_reported = 0
+        # Robot statuses arrive on a hidden helper node that its own executor thread spins
+        # (up.py), so a burst or a rogue's flood of statuses never delays goal intake or results,
+        # and goals never delay statuses. Hidden (leading "_") and outside the global ROS
+        # arguments, so `ros2 launch`'s `-r __node:=...` cannot give it the planner's name.
+        self.status_node = Node(f"_{self.get_name()}_status", context=context, namespace=self.get_namespace(),
+                                use_global_arguments=False, start_parameter_services=False)
+        if params.security.per_robot_topics:  # one topic per robot: access control can tell them apart
+            for r in params.robots:
+                draining_subscription(self.status_node, RobotStatus, status_topic(r.id),
+                                      lambda m, rid=r.id: self._on_status_raw(m, rid), STATUS_READER_QOS, raw=True)
+        else:
+            draining_subscription(self.status_node, RobotStatus, STATUS_TOPIC, self._on_status_raw, STATUS_READER_QOS,
+                                  raw=True)
+        self._server = FinishLaterActionServer(self, PlanTask, ACTION_NAME, execute_callback=self._start_goal,
+                                    goal_callback=lambda _g: GoalResponse.ACCEPT,
+                                    cancel_callback=self._on_cancel_request,
+                                    callback_group=self._goals_cb,
+                                    result_timeout=FinishLaterActionServer.RESULT_TIMEOUT_S,
+                                    **action_qos_kwargs("server"))
+        self._server.allow_cancel_all = params.security.allow_cancel_all
+        self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
+        self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self._goals_cb)
+        operator_ros.attach(self)  # planner/stop_robots, planner/approve (operator_ros.py)
+        self.create_timer(1.0, self._publish_diagnostics)
+        # the planner's lease (core/link.py): robots running a goal hear from it at least every
+        # lease_s / 3 (a segment, a stop or a heartbeat), else their adapters stop them
+        self._last_sent: dict[str, float] = {}
+        if params.security.lease_s > 0:
+            self.create_timer(params.security.lease_s / 6, self._heartbeat)
+        self.create_timer(FinishLaterActionServer.STATUS_PERIOD_S, self._server.flush_status,
+                          callback_group=self._goals_cb)
+
+    def _apply_params(self, params: FleetParams) -> None:
+        """A run-time parameter change that passed validation (limits, timeouts, TUF presets)."""
+        self.params = params
+        if self.service is not None:
+            self.service.update_params(params)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        args = dict(self._service_args)
+        if args["engine_factory"] is None:  # restarts (and the first engine) from the effective engine.*
+            from llm_planner_node.core.clock import WallClock
+            from llm_planner_node.engines.factory import engine_factory
+
+            args["clock"] = args["clock"] or WallClock()
+            args["engine_factory"] = engine_factory(self.params.planner, args["clock"])
+        try:
+            sec = self.params.security
+            keystore = Keystore(sec.keystore or None) if sec.mode == "sign" else None
+            if keystore is not None:
+                for r in self.params.robots:
+                    keystore.key(r.id)  # a missing key stops here, with the sentence naming `timely-fleet keys`
+            self._signer = LinkSigner(keystore, sec.mode)
+            self._verifier = LinkVerifier(keystore, sec.mode)
+            self.service = PlannerService(self.params, self, **args)
+        except Exception as e:  # noqa: BLE001 - the transition fails with the reason logged
+            self.get_logger().error(f"configure failed: {safe_text(str(e) or repr(e), 500)}")
+            return TransitionCallbackReturn.FAILURE
+        self.service.start()
+        pp = self.params.planner
+        self.get_logger().info(f"planner configured: policy={pp.policy}, engine={pp.engine.kind}, "
+                               f"robots={', '.join(r.id for r in self.params.robots)}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        assert self.service is not None
+        self.service.accepting = True
+        self.get_logger().info("planner active: accepting goals")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self.service is not None:
+            self.service.accepting = False
+            self.service.end_all("planner deactivated")
+        self.get_logger().info("planner inactive: goals are refused")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._close_service("planner cleaned up")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._close_service("planner node shutting down")
+        return TransitionCallbackReturn.SUCCESS
+
+    def _close_service(self, reason: str) -> None:
+        with self._lock:
+            service, self.service = self.service, None
+        if service is not None:
+            service.close(reason)
+
+    def close(self) -> None:
+        """End every goal and free the engine (node shutdown outside a lifecycle transition)."""
+        self._close_service("planner node shutting down")
+
+    def destroy_node(self) -> None:
+        status_node = getattr(self, "status_node", None)  # absent if the constructor failed early
+        if status_node is not None:
+            status_node.destroy_node()
+        super().destroy_node()
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return dict(self.service.snapshot.counters) | dict(self.service.counters) if self.service else {}
+
+    # -- goals ---------------------------------------------------------------------------------
+    def _start_goal(self, handle: Any) -> None:
+        """Executor thread: hand the goal to the service and return; the service ends it later
+        (:meth:`_end_goal`, scheduler thread). Rejections end it here, at once."""
+        g = handle.request
+        goal_id = bytes(handle.goal_id.uuid).hex()
+        goal = GoalIn(robot_id=g.robot_id, instruction=g.instruction, robot_kind=g.robot_kind,
+                      task_type=g.task_type, ert_s=g.ert_s, alpha=g.alpha, beta=g.beta,
+                      skill_set=g.skill_set, max_tokens=g.max_tokens)
+        service = self.service
+        if service is None:
+            self._end_goal(handle, goal_id, "the planner is not configured (lifecycle state 'unconfigured'): "
+                                            "it accepts no goals now")
+            return
+        self._handles[goal_id] = handle
+        if g.cancel_key_sha256:
+            self._cancel_keys[goal_id] = g.cancel_key_sha256.strip().lower()[:64]
+        reason = service.submit(goal_id, goal, lambda outcome: self._end_goal(handle, goal_id, outcome))
+        if reason is not None:
+            self._end_goal(handle, goal_id, reason)
+
+    def _end_goal(self, handle: Any, goal_id: str, outcome: Request | str) -> None:
+        """The goal's end (a rejection reason or its terminal request): result to the client."""
+        self._handles.pop(goal_id, None)
+        self._cancel_keys.pop(goal_id, None)
+        if isinstance(outcome, str):
+            result = self._reject(handle, goal_id, handle.request.robot_id, outcome)
+        else:
+            result = self._finish(handle, goal_id, outcome)
+        self._server.finish_goal(handle, result)
+
+    def _on_cancel_request(self, handle: Any) -> CancelResponse:
+        """The standard action cancel: it carries no proof of who sends it (any node on the
+        domain can name any goal id, which goal status topics publish), so a goal whose client
+        set a cancel key is cancelled only through ``planner/cancel_goal``."""
+        goal_id = bytes(handle.goal_id.uuid).hex()
+        if goal_id in self._cancel_keys:
+            self._refuse_cancel("protected goal: cancel it through planner/cancel_goal with its secret")
+            return CancelResponse.REJECT
+        if self.service is not None:
+            self.service.cancel(goal_id)
+        return CancelResponse.ACCEPT
+
+    def _refuse_cancel(self, why: str) -> None:
+        self.cancel_refusals[why] = self.cancel_refusals.get(why, 0) + 1
+
+    def _on_cancel_goal(self, request: Any, response: Any) -> Any:
+        """``planner/cancel_goal``: cancel a goal for its own client (the secret of the goal's
+        cancel key) or an operator (``security.cancel_operator_keys_sha256``)."""
+        digest = hashlib.sha256(request.secret.encode()).hexdigest() if request.secret else ""
+        key = self._cancel_keys.get(request.goal_id)
+        operators = {h.strip().lower() for h in self.params.security.cancel_operator_keys_sha256.split(",") if h.strip()}
+        if request.goal_id not in self._handles:
+            response.accepted, response.message = False, "no such goal in flight"
+        elif digest and (hmac.compare_digest(digest, key or "") or digest in operators):
+            handle = self._handles.get(request.goal_id)
+            try:  # the action goal goes to CANCELING as with a standard cancel (ends CANCELED)
+                handle._update_state(GoalEvent.CANCEL_GOAL)  # noqa: SLF001 - what rclpy's cancel does
+            except Exception:  # noqa: BLE001 - already terminal or cancelling
+                pass
+            if self.service is not None:
+                self.service.cancel(request.goal_id)
+            response.accepted, response.message = True, "cancelling"
+        else:
+            self._refuse_cancel("wrong or missing secret")
+            response.accepted, response.message = False, "refused: not the goal's client or an operator"
+        return response
+
+    def _reject(self, handle: Any, goal_id: str, robot_id: str, reason: str) -> Any:
+        self.log("warning", f"goal {goal_id[:8]} robot {safe_text(robot_id)} REJECTED: {safe_text(reason, 300)}")
+        handle.abort()
+        return rejected_result(reason)
+
+    def _finish(self, handle: Any, goal_id: str, req: Request) -> Any:
+        """The goal's terminal request (immutable now) -> result, record, log line, handle state."""
+        res = build_result(req)
+        g = req.goal
+        self._result_pub.publish(GoalResult(
+            goal_id=goal_id, stamp=self.get_clock().now().to_msg(), status=res.status, message=res.message,
+            robot_id=g.robot_id, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha, beta=g.tuf.beta,
+            plan_text=res.plan_text, segments=res.segments, response_time_s=res.response_time_s,
+            robot_waiting_s=res.robot_waiting_s, time_utility=res.time_utility))
+        self._log_end(goal_id, g.robot_id, res)
+        if req.end is EndKind.SUCCEEDED:
+            handle.succeed()
+        elif req.end is EndKind.CANCELLED and handle.is_cancel_requested:
+            handle.canceled()
+        else:
+            handle.abort()
+        return res
+
+    def _log_end(self, goal_id: str, robot_id: str, res: Any) -> None:
+        """One line per goal end: goal id, robot, status, reason, response time."""
+        name = STATUS_NAMES.get(res.status, str(res.status))
+        resp = f"response {res.response_time_s:.3f} s" if res.response_time_s >= 0 else "no response"
+        line = f"goal {goal_id[:8]} robot {safe_text(robot_id)} {name}: {safe_text(res.message, 300)} ({resp})"
+        if res.status == PlanTask.Result.STATUS_SUCCEEDED:
+            self.log("info", line)
+        elif res.status == PlanTask.Result.STATUS_CANCELLED:
+            self.log("warning", line)
+        else:
+            self.log("error", line)
+
+    # -- PlannerPorts (scheduler thread) ---------------------------------------------------------
+    def segment(self, goal_id: str, req: Request, index: int, final: bool) -> Any:
+        msg = segment_message(goal_id, req, index, final, self.get_clock().now().to_msg())
+        self.publish(req.goal.robot_id, msg)
+        handle = self._handles.get(goal_id)
+        if handle is not None:
+            handle.publish_feedback(PlanTask.Feedback(
+                index=index, text=msg.text, skills=msg.skills, final=final,
+                queue_s=req.gen_start[index] - req.queued_at(index),
+                generation_s=req.gen_end[index] - req.gen_start[index]))
+        return msg
+
+    def stop(self, goal_id: str, robot_id: str, sequence: int) -> Any:
+        msg = stop_message(goal_id, robot_id, sequence, self.get_clock().now().to_msg())
+        self.publish(robot_id, msg)
+        return msg
+
+    def publish(self, robot_id: str, msg: Any) -> None:
+        """Publish (or re-send) a segment, stop or heartbeat, signed afresh: every send has a new counter."""
+        if self._signer is not None:
+            self._signer.sign_segment(msg, robot_id)
+        self._seg_pubs[robot_id].publish(msg)
+        self._last_sent[robot_id] = time.monotonic()
+
+    def _heartbeat(self) -> None:
+        """Renew the lease of every robot running a goal that heard nothing for lease_s / 3."""
+        service = self.service
+        if service is None:
+            return
+        period = self.params.security.lease_s / 3
+        now = time.monotonic()
+        for robot_id, goal_id in service.active_goals().items():
+            if now - self._last_sent.get(robot_id, 0.0) >= period:
+                self.publish(robot_id, heartbeat_message(goal_id, robot_id, self.get_clock().now().to_msg()))
+
+    def goal_started(self, goal_id: str, req: Request) -> None:
+        g = req.goal
+        self._goal_pub.publish(GoalRecord(
+            goal_id=goal_id, stamp=self.get_clock().now().to_msg(), robot_id=g.robot_id, robot_kind=g.robot_kind,
+            task_type=g.task_type, instruction=g.instruction, ert_s=g.tuf.ert, alpha=g.tuf.alpha,
+            beta=g.tuf.beta, skill_set=g.skill_set_id or "", max_tokens=g.max_tokens))
+
+    def log(self, level: str, text: str) -> None:
+        self._log(level, text)
+
+    # -- robot status ----------------------------------------------------------------------------
+    def _on_status_raw(self, raw: bytes, topic_robot: str | None = None) -> None:
+        """A serialized status: read its goal id first; one about no goal the planner knows is
+        dropped without deserializing (a rogue's flood costs a lookup, not a message)."""
+        service = self.service
+        if service is None:
+            return
+        goal_id = status_goal_id(raw)
+        if goal_id is None or not service.expects_status(goal_id):
+            service.status_drops["does not match a goal in flight"] += 1
+            return
+        self._on_status(deserialize_message(raw, RobotStatus), topic_robot)
+
+    def _on_status(self, msg: RobotStatus, topic_robot: str | None = None) -> None:
+        """Robot statuses: their own callback group (never queued behind goals); authenticated
+        (``security.mode: sign``) and validated by the service before any state is touched."""
+        service, verifier = self.service, self._verifier
+        if service is None:
+            return
+        if topic_robot is not None and msg.robot_id != topic_robot:
+            service.status_drops["robot id does not match its topic"] += 1
+            return
+        if verifier is not None:
+            reason = verifier.check_status(msg)
+            if reason is not None:
+                service.status_drops[f"link: {reason}"] += 1
+                return
+        service.on_status(StatusIn(msg.robot_id, msg.goal_id, int(msg.sequence), int(msg.state),
+                                   tuple(msg.skill_durations_s), msg.error))
+
+    # -- diagnostics -----------------------------------------------------------------------------
+    def _publish_diagnostics(self) -> None:
+        service = self.service
+        now = self.get_clock().now().to_msg()
+        if service is None:
+            self._diag_pub.publish(DiagnosticArray(header=self._header(now), status=[DiagnosticStatus(
+                level=DiagnosticStatus.WARN, name=f"{self.get_name()}: engine", hardware_id=self.get_name(),
+                message="not configured: no engine loaded")]))
+            return
+        snap, health, pp = service.snapshot, service.health, service.params.planner
+        self._stats_pub.publish(PlannerStats(
+            policy=pp.policy, queued=snap.queued, running=snap.running, suspended=snap.suspended,
+            active_goals=snap.active_goals, goals_succeeded=snap.counters.get(EndKind.SUCCEEDED.value, 0),
+            goals_failed=sum(snap.counters.get(k.value, 0) for k in EndKind
+                             if k not in (EndKind.SUCCEEDED, EndKind.CANCELLED)),
+            goals_cancelled=snap.counters.get(EndKind.CANCELLED.value, 0),
+            goals_rejected=snap.counters.get("rejected", 0),
+            tokens_per_s=snap.tokens_per_s, kv_free_fraction=snap.kv_free_fraction, stamp=now))
+        # engine: ERROR while down or restarting, and once for every failure since the last report
+        if health.state != "up" or health.failures > health.failures_reported:
+            level = DiagnosticStatus.ERROR
+            text = (f"engine {health.state}" if health.state != "up" else "engine failed and was restarted") + \
+                f": {health.last_error}"
+            health.failures_reported = health.failures
+        else:
+            level, text = DiagnosticStatus.OK, f"engine up ({pp.engine.kind}, {snap.tokens_per_s:.0f} tokens/s)"
+        if level == DiagnosticStatus.OK and snap.kv_free_fraction < KV_WARN:
+            level, text = DiagnosticStatus.WARN, f"KV cache nearly exhausted ({snap.kv_free_fraction:.0%} free)"
+        engine_status = DiagnosticStatus(level=level, name=f"{self.get_name()}: engine", hardware_id=self.get_name(),
+                                         message=text, values=[KeyValue(key="kv_free_fraction",
+                                                                        value=f"{snap.kv_free_fraction:.3f}"),
+                                                               KeyValue(key="failures", value=str(health.failures))])
+        engine_status.values.append(KeyValue(key="status_delay_p99_s", value=f"{snap.status_delay_p99_s:.3f}"))
+        engine_status.values.extend(KeyValue(key=str(k), value=str(v)) for k, v in snap.engine.items())
+        q_level = DiagnosticStatus.WARN if snap.queued > QUEUE_WARN else DiagnosticStatus.OK
+        goals_status = DiagnosticStatus(
+            level=q_level, name=f"{self.get_name()}: goals", hardware_id=self.get_name(),
+            message=(f"queue of {snap.queued} past {QUEUE_WARN}" if q_level else
+                     f"{snap.active_goals} goal(s) in flight, {'accepting' if service.accepting else 'not accepting'}"),
+            values=[KeyValue(key=k, value=str(v)) for k, v in sorted(snap.counters.items())]
+            + [KeyValue(key=f"cancel refused: {k}", value=str(v)) for k, v in sorted(self.cancel_refusals.items())]
+            + [KeyValue(key="cancel refused: cancel all", value=str(self._server.refused_cancel_all))])
+        r_level = DiagnosticStatus.WARN if snap.silent_robots else DiagnosticStatus.OK
+        message = (f"silent: {', '.join(snap.silent_robots)}" if snap.silent_robots
+                   else f"{len(self.params.robots)} robot(s) reporting")
+        link = self._verifier.counts() if self._verifier is not None else {}
+        dropped = sum(v for k, v in link.items() if k != "accepted")
+        if dropped > self._link_dropped_reported:  # forged, unsigned or replayed statuses since the last report
+            r_level = DiagnosticStatus.WARN
+            message = (f"{dropped - self._link_dropped_reported} status(es) failed authentication and were "
+                       f"dropped; {message}")
+            self._link_dropped_reported = dropped
+        robots_status = DiagnosticStatus(
+            level=r_level, name=f"{self.get_name()}: robots", hardware_id=self.get_name(), message=message,
+            values=[KeyValue(key=f"link {k}", value=str(v)) for k, v in link.items()]
+            + [KeyValue(key="security.mode", value=self.params.security.mode)])
+        self._diag_pub.publish(DiagnosticArray(header=self._header(now),
+                                               status=[engine_status, goals_status, robots_status,
+                                                       *operator_ros.diagnostics(self)]))
+
+    @staticmethod
+    def _header(stamp: Any) -> Any:
+        from std_msgs.msg import Header
+
+        return Header(stamp=stamp)

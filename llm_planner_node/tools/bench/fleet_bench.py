@@ -1,0 +1,489 @@
+"""`timely-fleet bench fleet`: a fleet of N simulated drones over real ROS (issue 18).
+
+For each size N of ``--sizes`` (default 100, 300, 1000):
+
+- a temporary fleet YAML of N simulated drones ``drone0`` .. ``drone<N-1>`` (``engine: {kind:
+  sim}``, ``--policy``, ``security.mode`` ``--security``);
+- ``timely-fleet up --only planner`` and ``--adapter-procs`` x ``timely-fleet up --only adapters
+  --robots k/n`` as separate processes (started, stopped and sampled with the helpers of
+  :mod:`.faults_bench`); robots execute at ``--time-scale`` (1 = real time);
+- in this process, an independent goal generator: a :class:`~llm_planner_node.ros.goal_client.GoalClient`
+  on its own node and executor thread sends the goals of a WID1 workload scaled to N agents
+  (TimelyLLM Table 3: Poisson events at 0.25/s x N/25, each starting 1-8 tasks on distinct agents,
+  drone traces 1-8: 0.045 goals/s per robot) at their arrival times for ``--duration-s`` seconds.
+  A robot runs one plan at a time: a goal whose agent still runs an earlier plan (no result yet)
+  goes to a free robot chosen at random instead (``redirected``); none free: not sent
+  (``not_sent_all_busy``). Then at most ``--drain-s`` for the results.
+
+What is measured:
+
+- ``sent`` / ``succeeded`` / ``timeout`` (result status TIMEOUT) / ``lost`` (no result after the
+  drain) / ``by_status``;
+- ``inflation``: the same goals (same send times relative to the first, same robots, same
+  traces) simulated by :func:`~llm_planner_node.tools.sim.simulation.simulate` with the same policy
+  (the simulator of ``timely-fleet eval``; default engine and planner configuration, 8 ms
+  network). Per goal live ``response_time_s`` / simulated response; ``inflation_mean`` is
+  mean(live) / mean(sim) over goals that succeeded live, ``inflation_p90`` the ratio of the P90s;
+- ``not_succeeded_why``: result messages of goals that did not succeed, counted;
+  ``response_parts_mean_s``: where a live response goes, from the first segment's timings
+  (``queue``: arrival -> generation start; ``generation``; ``to_dispatch``; ``dispatch_to_execution``:
+  the ROS link and the adapter); ``planner_counters``: the planner's segment re-sends, probes and
+  status delay p99 from its last ``/diagnostics``;
+- ``startup_s``: process launch -> the planner answers the client's handshake and every robot's
+  segment topic has its adapter subscribed;
+- per process (``planner``, ``adapters_<k>``): CPU (% of one core) while idle (``--idle-s``
+  before any goal) and under load (sending phase), RSS and peak RSS (MiB), thread count;
+- ``wakeup``: the per-wake-up CPU cost of an rclpy single-threaded executor that receives segments
+  for N robots, per-robot topics (N subscriptions, what the planner publishes on with
+  ``security.per_robot_topics``) vs the shared keyed topic (one subscription,
+  :data:`~llm_planner_node.ros.messages.SEGMENTS_TOPIC`, the planner's default):
+  ``--wakeup-msgs`` messages at 200/s from another process's publisher, CPU of the spin thread
+  per message taken (``time.thread_time``).
+
+Bounded: every size is at most startup (<= 120 s) + idle + duration + drain; defaults (60 s
+sending, 60 s drain) run the three sizes in about 8 minutes here. Every child process is stopped
+in ``finally``.
+
+Run: ``timely-fleet bench fleet [--sizes 100,300,1000] [--duration-s 60] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llm_planner_node.tools.bench.faults_bench import CLI, STATUS_NAMES, TIMEOUT, _start, _stop, in_workdir, pct, proc_sample
+
+SUCCEEDED = 0
+WID1_EPS_PER_AGENT = 0.25 / 25  # WID1: 0.25 events/s for 25 agents, 4.5 tasks per event on average
+WID1_GOALS_PER_AGENT_S = WID1_EPS_PER_AGENT * 4.5  # 0.045
+REQUIRED_KEYS = ("n", "sent", "succeeded", "timeout", "lost", "inflation_mean", "startup_s", "processes",
+                 "idle_cpu_pct", "wakeup")
+
+
+def log(text: str) -> None:
+    print(f"[fleet] {text}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Config:
+    sizes: tuple[int, ...] = (100, 300, 1000)
+    duration_s: float = 60.0
+    drain_s: float = 60.0
+    idle_s: float = 5.0
+    time_scale: float = 1.0
+    adapter_procs: int = 1
+    policy: str = "timelyllm"
+    security: str = "sign"
+    seed: int = 0
+    wakeup_msgs: int = 600
+    wakeup: bool = True
+
+
+def threads_of(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def sample(pid: int) -> dict[str, float]:
+    s = proc_sample(pid) or {}
+    s["threads"] = threads_of(pid) or 0
+    s["t"] = time.monotonic()
+    return s
+
+
+def cpu_pct(a: dict, b: dict) -> float | None:
+    if not a or not b or "cpu_s" not in a or "cpu_s" not in b or b["t"] <= a["t"]:
+        return None
+    return round(100.0 * (b["cpu_s"] - a["cpu_s"]) / (b["t"] - a["t"]), 1)
+
+
+def workload(n: int, duration_s: float, seed: int) -> list[Any]:
+    """WID1 arrivals scaled to ``n`` agents (same per-agent rate), robot ids ``drone<i>``."""
+    from llm_planner_node.tools.sim.workload import WorkloadSpec, generate
+
+    return generate(WorkloadSpec(WID1_EPS_PER_AGENT * n, 8, tuple(range(1, 9)), n, duration_s), seed)
+
+
+def fleet_yaml(cfg: Config, n: int, tmp: Path) -> Path:
+    robots = [{"id": f"drone{i}", "kind": "drone", "adapter": "sim"} for i in range(n)]
+    p = tmp / f"fleet_{n}.yaml"
+    p.write_text(yaml.safe_dump({"planner": {"engine": {"kind": "sim"}, "policy": cfg.policy},
+                                 "robots": robots,
+                                 "security": {"mode": cfg.security, "keystore": str(tmp / "keys")}}))
+    return p
+
+
+def simulated_responses(sent: list[tuple[float, Any]], policy: str) -> list[float | None]:
+    """The simulator's response time for each sent goal (same relative times, robots, traces)."""
+    from llm_planner_node.core.metrics import measured_times
+    from llm_planner_node.tools.sim.simulation import simulate
+    from llm_planner_node.tools.sim.workload import Arrival
+
+    arrivals = [Arrival(t, g) for t, g in sent]
+    res = simulate(arrivals, policy)
+    by_id = {r.id: r for r in res.requests}
+    out: list[float | None] = []
+    for i in range(len(arrivals)):
+        req = by_id.get(res.request_of_arrival.get(i, -1))
+        out.append(None if req is None else float(measured_times(req)[0]))
+    return out
+
+
+# -- per-wake-up cost of the executor: per-robot topics vs one shared topic ------------------------
+def wakeup_publisher_main(mode: str, n: int, count: int, rate: float, domain_ready: str) -> None:
+    """Own process: publish ``count`` segments for random robots of ``n`` at ``rate``/s."""
+    import rclpy
+    from timely_fleet.msg import SkillSegment
+
+    from llm_planner_node.ros.messages import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, segments_topic
+
+    rclpy.init()
+    node = rclpy.create_node("wakeup_pub")
+    if mode == "shared":
+        pub = node.create_publisher(SkillSegment, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS)
+        pubs = None
+    else:
+        pubs = [node.create_publisher(SkillSegment, segments_topic(f"drone{i}"), SEGMENT_QOS) for i in range(n)]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # every reader matched
+        targets = [pub] if pubs is None else pubs
+        if all(p.get_subscription_count() > 0 for p in targets):
+            break
+        time.sleep(0.05)
+    Path(domain_ready).write_text("ready")
+    time.sleep(1.0)
+    rng = random.Random(0)
+    t0 = time.monotonic()
+    for k in range(count):
+        i = rng.randrange(n)
+        msg = SkillSegment(goal_id="g", robot_id=f"drone{i}", sequence=k, text="tc,90;")
+        (pub if pubs is None else pubs[i]).publish(msg)
+        delay = t0 + (k + 1) / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    time.sleep(1.0)
+    node.destroy_node()
+    rclpy.try_shutdown()
+
+
+def measure_wakeup(n: int, mode: str, count: int, tmp: Path, rate: float = 200.0) -> dict[str, float]:
+    """CPU seconds of the receiving executor thread per message (and idle), ``mode`` per_robot|shared."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from timely_fleet.msg import SkillSegment
+
+    from llm_planner_node.ros.messages import SEGMENTS_TOPIC, segments_topic
+    from robot_adapters.adapter_base import segment_qos
+
+    ctx = Context()
+    rclpy.init(context=ctx)
+    node = Node("wakeup_sub", context=ctx)
+    got = [0]
+
+    def on_msg(_m: Any) -> None:
+        got[0] += 1
+
+    t_create = time.monotonic()
+    if mode == "shared":
+        node.create_subscription(SkillSegment, SEGMENTS_TOPIC, on_msg, segment_qos())
+    else:
+        for i in range(n):
+            node.create_subscription(SkillSegment, segments_topic(f"drone{i}"), on_msg, segment_qos())
+    create_s = time.monotonic() - t_create
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    stop = threading.Event()
+    cpu: dict[str, float] = {}
+
+    def spin() -> None:
+        while not stop.is_set():
+            ex.spin_once(timeout_sec=0.2)
+            if got[0] == 1 and "first" not in cpu:
+                cpu["first"] = time.thread_time()
+        cpu["end"] = time.thread_time()
+
+    ready = tmp / f"wakeup_{mode}_{n}.ready"
+    pub = subprocess.Popen([sys.executable, "-c", "from llm_planner_node.tools.bench.fleet_bench import "
+                            f"wakeup_publisher_main as m; m({mode!r}, {n}, {count}, {rate}, {str(ready)!r})"],
+                           stdout=subprocess.DEVNULL, stderr=open(tmp / f"wakeup_{mode}_{n}.log", "wb"),
+                           start_new_session=True)
+    th = threading.Thread(target=spin, name="wakeup-spin", daemon=True)
+    try:
+        th.start()
+        deadline = time.monotonic() + 90
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # idle: matched, nothing published yet (the publisher waits 1 s)
+        deadline = time.monotonic() + count / rate + 30
+        while got[0] < count and time.monotonic() < deadline and pub.poll() is None:
+            time.sleep(0.1)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        th.join(5)
+        _stop(pub, wait_s=5)
+        ex.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+    per_msg = None
+    if got[0] == 0:
+        err = (tmp / f"wakeup_{mode}_{n}.log").read_text(errors="replace")[-500:]
+        log(f"wake-up {mode} N={n}: nothing received (publisher exit {pub.returncode}): {err}")
+    if got[0] > 1 and "first" in cpu:
+        per_msg = (cpu["end"] - cpu["first"]) / (got[0] - 1)
+    return {"received": got[0], "cpu_per_msg_us": None if per_msg is None else round(per_msg * 1e6, 1),
+            "subscriptions": 1 if mode == "shared" else n, "create_s": round(create_s, 2)}
+
+
+# -- one fleet size --------------------------------------------------------------------------------
+def run_size(cfg: Config, n: int, tmp: Path) -> dict[str, Any]:
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+
+    from llm_planner_node.ros.goal_client import GoalClient
+    from llm_planner_node.tools.evaluation.live import live_instruction
+    from llm_planner_node.ros.messages import SEGMENTS_TOPIC, planner_segment_topics, segments_topic
+
+    params = fleet_yaml(cfg, n, tmp)
+    arrivals = workload(n, cfg.duration_s, cfg.seed)
+    procs: dict[str, subprocess.Popen | None] = {}
+    ctx = Context()
+    rclpy.init(context=ctx)
+    client = None
+    ex = None
+    stop_spin = threading.Event()
+    spinner = None
+    r: dict[str, Any] = {"n": n, "arrivals": len(arrivals), "adapter_procs": cfg.adapter_procs,
+                         "segment_topics": planner_segment_topics(False), "time_scale": cfg.time_scale}
+    try:
+        up = [*CLI, "up", "--log-level", "warning", "--params", str(params)]
+        t_launch = time.monotonic()
+        procs["planner"] = _start([*up, "--only", "planner"], tmp / f"planner_{n}.log")
+        k_procs = max(1, min(cfg.adapter_procs, n))
+        for k in range(k_procs):
+            procs[f"adapters_{k + 1}"] = _start([*up, "--only", "adapters", "--time-scale", str(cfg.time_scale),
+                                                 "--robots", f"{k + 1}/{k_procs}"], tmp / f"adapters_{n}_{k + 1}.log")
+        client = GoalClient(ctx, name="fleet_bench_client")
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        diag: dict[str, str] = {}  # the planner's last diagnostics values (resends, probes, status delay)
+
+        def on_diag(m: Any) -> None:
+            for st in m.status:
+                diag.update({kv.key: kv.value for kv in st.values})
+
+        client.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+        ex = SingleThreadedExecutor(context=ctx)
+        ex.add_node(client.node)
+
+        def spin() -> None:
+            while not stop_spin.is_set():
+                try:
+                    ex.spin_once(timeout_sec=0.05)
+                except Exception as e:  # noqa: BLE001
+                    log(f"executor error: {e!r}")
+
+        spinner = threading.Thread(target=spin, name="fleet-client-spin", daemon=True)
+        spinner.start()
+        if not client.wait_for_server(120.0):
+            raise RuntimeError(f"the planner did not come up: {client.wait_problem}; see {tmp}/planner_{n}.log")
+        t_planner = time.monotonic() - t_launch
+        ids = [f"drone{i}" for i in range(n)]
+        deadline = time.monotonic() + 120
+        while True:
+            shared_ok = client.node.count_subscribers(SEGMENTS_TOPIC) >= k_procs
+            per_robot = r["segment_topics"] != "shared"
+            if shared_ok and (not per_robot or all(client.node.count_subscribers(segments_topic(i)) >= 1 for i in ids)):
+                break
+            for name, p in procs.items():
+                if p is not None and p.poll() is not None:
+                    raise RuntimeError(f"{name} exited ({p.returncode}); see {tmp}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the adapters did not come up in 120 s; see {tmp}")
+            time.sleep(0.2)
+        r["startup_s"] = round(time.monotonic() - t_launch, 2)
+        r["startup_planner_s"] = round(t_planner, 2)
+        log(f"N={n}: ready in {r['startup_s']:.1f} s (planner {t_planner:.1f} s); idle {cfg.idle_s:g} s")
+        s0 = {name: sample(p.pid) for name, p in procs.items()}
+        time.sleep(cfg.idle_s)
+        s1 = {name: sample(p.pid) for name, p in procs.items()}
+
+        # -- sending phase ------------------------------------------------------------------------
+        rng = random.Random(cfg.seed)
+        busy: dict[str, Any] = {}  # robot -> handle of its last goal
+        sent: list[tuple[float, Any, Any]] = []  # (t relative, goal as sent, handle)
+        redirected = not_sent = 0
+        log(f"N={n}: sending {len(arrivals)} goals over {cfg.duration_s:g} s "
+            f"({len(arrivals) / cfg.duration_s:.1f} goals/s)")
+        t0 = time.monotonic()
+        for a in arrivals:
+            delay = t0 + a.t - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            goal = a.goal
+            h = busy.get(goal.robot_id)
+            if h is not None and not h.done:
+                free = [rid for rid in ids if rid not in busy or busy[rid].done]
+                if not free:
+                    not_sent += 1
+                    continue
+                goal = replace(goal, robot_id=rng.choice(free))
+                redirected += 1
+            tuf = (float(goal.tuf.ert), float(goal.tuf.alpha), float(goal.tuf.beta))
+            h = client.send(goal.robot_id, live_instruction(goal), robot_kind=goal.robot_kind,
+                            task_type=goal.task_type, tuf=tuf, skill_set=goal.skill_set_id or "",
+                            max_tokens=int(goal.max_tokens))
+            busy[goal.robot_id] = h
+            sent.append((time.monotonic() - t0, goal, h))
+        t_send_end = time.monotonic()
+        s2 = {name: sample(p.pid) for name, p in procs.items()}
+        drain_end = time.monotonic() + cfg.drain_s
+        while time.monotonic() < drain_end and not all(h.done for _, _, h in sent):
+            time.sleep(0.2)
+        s3 = {name: sample(p.pid) for name, p in procs.items()}
+        r["drain_s"] = round(time.monotonic() - t_send_end, 1)
+
+        # -- results ------------------------------------------------------------------------------
+        by_status: dict[str, int] = {}
+        reasons: dict[str, int] = {}  # why goals did not succeed (message up to its first digit)
+        live: list[float | None] = []
+        parts: list[tuple[float, float, float, float]] = []  # first segment: queue, generation, dispatch, link
+        for _, _, h in sent:
+            if not h.done:
+                live.append(None)
+                continue
+            res = h.result(0)
+            name = STATUS_NAMES.get(res.status, str(res.status))
+            by_status[name] = by_status.get(name, 0) + 1
+            if res.status != SUCCEEDED:
+                why = f"{name}: " + re.split(r"[0-9]", str(res.message), maxsplit=1)[0][:80]
+                reasons[why] = reasons.get(why, 0) + 1
+            live.append(float(res.response_time_s) if res.status == SUCCEEDED else None)
+            if res.status == SUCCEEDED and len(res.segments):
+                seg0 = min(res.segments, key=lambda x: x.index)
+                parts.append((seg0.generation_start_s, seg0.generation_end_s - seg0.generation_start_s,
+                              seg0.dispatch_s - seg0.generation_end_s, seg0.execution_start_s - seg0.dispatch_s))
+        r.update(sent=len(sent), redirected=redirected, not_sent_all_busy=not_sent,
+                 succeeded=by_status.get("SUCCEEDED", 0), timeout=by_status.get(STATUS_NAMES[TIMEOUT], 0),
+                 lost=sum(1 for _, _, h in sent if not h.done), by_status=by_status, not_succeeded_why=reasons,
+                 goals_per_s=round(len(sent) / cfg.duration_s, 2))
+        if parts:  # where a live response goes (means over succeeded goals, seconds)
+            r["response_parts_mean_s"] = {
+                k: round(sum(p[i] for p in parts) / len(parts), 3)
+                for i, k in enumerate(("queue", "generation", "to_dispatch", "dispatch_to_execution"))}
+        sim = simulated_responses([(t, g) for t, g, _ in sent], cfg.policy)
+        pairs = [(lv, sv) for lv, sv in zip(live, sim) if lv is not None and sv is not None and sv > 0]
+        if pairs:
+            lv = [p[0] for p in pairs]
+            sv = [p[1] for p in pairs]
+            r["response_live_mean_s"] = round(sum(lv) / len(lv), 3)
+            r["response_sim_mean_s"] = round(sum(sv) / len(sv), 3)
+            r["response_live_p90_s"] = round(pct(lv, 90), 3)
+            r["response_sim_p90_s"] = round(pct(sv, 90), 3)
+            r["inflation_mean"] = round(r["response_live_mean_s"] / max(r["response_sim_mean_s"], 1e-9), 2)
+            r["inflation_p90"] = round(r["response_live_p90_s"] / max(r["response_sim_p90_s"], 1e-9), 2)
+        else:
+            r["inflation_mean"] = r["inflation_p90"] = None
+        r["planner_counters"] = {k: diag[k] for k in ("resends", "probes", "status_delay_p99_s", "rejected")
+                                 if k in diag}
+        r["processes"] = {}
+        for name in procs:
+            r["processes"][name] = {
+                "idle_cpu_pct": cpu_pct(s0[name], s1[name]), "load_cpu_pct": cpu_pct(s1[name], s2[name]),
+                "drain_cpu_pct": cpu_pct(s2[name], s3[name]),
+                "rss_mib": round(s3[name].get("rss_mib", 0.0), 1),
+                "peak_rss_mib": round(s3[name].get("peak_rss_mib", 0.0), 1),
+                "threads_idle": s1[name].get("threads"), "threads_load": s2[name].get("threads")}
+        r["idle_cpu_pct"] = round(sum(p["idle_cpu_pct"] or 0.0 for p in r["processes"].values()), 1)
+    finally:
+        stop_spin.set()
+        if spinner is not None:
+            spinner.join(5)
+        for name, p in procs.items():
+            _stop(p)
+        if client is not None:
+            client.destroy()
+        if ex is not None:
+            ex.shutdown()
+        rclpy.try_shutdown(context=ctx)
+    return r
+
+
+def run_bench(cfg: Config, tmp: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+                           "wid1_goals_per_robot_s": WID1_GOALS_PER_AGENT_S, "cpus": os.cpu_count(), "sizes": []}
+    for n in cfg.sizes:
+        r = run_size(cfg, n, tmp)
+        r["wakeup"] = {}
+        if cfg.wakeup:
+            for mode in ("per_robot", "shared"):
+                r["wakeup"][mode] = measure_wakeup(n, mode, cfg.wakeup_msgs, tmp)
+        out["sizes"].append(r)
+        print_row(r)
+    return out
+
+
+def _f(x: Any, fmt: str = "{:.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def print_row(r: dict[str, Any]) -> None:
+    procs = " | ".join(f"{k}: idle {_f(p['idle_cpu_pct'], '{:.1f}')}% load {_f(p['load_cpu_pct'], '{:.0f}')}% "
+                       f"{_f(p['rss_mib'], '{:.0f}')} MiB {p['threads_load']} thr" for k, p in r["processes"].items())
+    w = r.get("wakeup", {})
+    wk = " ".join(f"{m} {_f(v.get('cpu_per_msg_us'), '{:.0f}')} us/msg" for m, v in w.items())
+    print(f"N={r['n']:>5}  sent {r['sent']:>5}  succeeded {r['succeeded']:>5}  TIMEOUT {r['timeout']:>3}  "
+          f"lost {r['lost']:>3}  inflation x{_f(r.get('inflation_mean'))} (p90 x{_f(r.get('inflation_p90'))}, "
+          f"live {_f(r.get('response_live_mean_s'), '{:.3f}')} s vs sim {_f(r.get('response_sim_mean_s'), '{:.3f}')} s)  "
+          f"start-up {_f(r.get('startup_s'), '{:.1f}')} s  idle CPU {_f(r.get('idle_cpu_pct'), '{:.1f}')}%\n"
+          f"         {procs}\n         wake-up: {wk}", flush=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = Config()
+    parser.add_argument("--sizes", default=",".join(map(str, d.sizes)), help="fleet sizes (default: %(default)s)")
+    parser.add_argument("--duration-s", type=float, default=d.duration_s, help="sending phase per size (default: %(default)s)")
+    parser.add_argument("--drain-s", type=float, default=d.drain_s, help="max wait for results after sending (default: %(default)s)")
+    parser.add_argument("--idle-s", type=float, default=d.idle_s, help="idle window before the goals (default: %(default)s)")
+    parser.add_argument("--time-scale", type=float, default=d.time_scale, help="robots' time scale (default: %(default)s: real time)")
+    parser.add_argument("--adapter-procs", type=int, default=d.adapter_procs,
+                        help="adapter processes, each hosting 1/n of the robots (default: %(default)s)")
+    parser.add_argument("--policy", default=d.policy, help="planner policy (default: %(default)s)")
+    parser.add_argument("--security", choices=("sign", "off"), default=d.security, help="security.mode (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--wakeup-msgs", type=int, default=d.wakeup_msgs,
+                        help="messages per wake-up measurement (default: %(default)s)")
+    parser.add_argument("--no-wakeup", action="store_true", help="skip the per-wake-up cost measurement")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = Config(sizes=tuple(int(x) for x in str(args.sizes).split(",") if x.strip()), duration_s=args.duration_s,
+                 drain_s=args.drain_s, idle_s=args.idle_s, time_scale=args.time_scale,
+                 adapter_procs=args.adapter_procs, policy=args.policy, security=args.security, seed=args.seed,
+                 wakeup_msgs=args.wakeup_msgs, wakeup=not args.no_wakeup)
+    r = in_workdir("fleet_bench_", lambda workdir: run_bench(cfg, workdir))
+    if args.json:
+        Path(args.json).write_text(json.dumps(r, indent=2, default=str))
+    return 0

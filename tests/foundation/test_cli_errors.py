@@ -151,7 +151,7 @@ def test_goal_urgency_reads_the_parameter_files_tuf_presets(tmp_path):
 def test_tuf_for_reads_presets():
     import argparse
 
-    from llm_planner_node.ros.goal_client import tuf_for
+    from llm_planner_node.cli.goal import tuf_for
 
     args = argparse.Namespace(params=str(ROOT / "config" / "fleet.yaml"), urgency="urgent", ert=None,
                               alpha=None, beta=1.5)

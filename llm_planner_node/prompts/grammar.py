@@ -598,7 +598,52 @@ def _minispec(g: PlanGrammar, skill_set: SkillSet, lim: PlanLimits, objects: tup
                 alts.append(seq(WS, Ref(f"ret_{k}"), Lit(";"), WS))
             alts.append(WS)
             g.add(f"plan_{k}_{r}", alt(*alts))
+    _first_statement(g, lim)
     _drop_unproductive(g)
+
+
+def _first_statement(g: PlanGrammar, lim: PlanLimits) -> None:
+    """The plan's first statement calls a skill, so every plan the grammar admits does something
+    (a plan of returns and literals, ``10{10{->10}}`` or ``_1=5;->_1;``, or an empty one is no
+    plan): a call, an assignment or return of a call, a condition that starts with a call
+    (``?scan(cat){...}``), or a loop whose body starts so. ``first_d_b_s``
+    (depth d, leaving b variables assigned, s statements) and ``firstseq_d_b_s`` mirror
+    ``stmt``/``seq`` of :func:`_minispec`, entered with no variable assigned."""
+    V, D, S = lim.max_vars, lim.max_depth, lim.max_statements
+    # a condition whose first comparison starts with a call: ``?scan(cat){...}``
+    g.add("first_cond", seq(Ref("call_0"), opt(seq(lits("==", "!=", ">=", "<=", ">", "<"), Ref("operand_0"))),
+                            Rep(seq(lits("&&", "&", "||", "|"), Ref("cmp_0")), 0, lim.max_conditions - 1)))
+    for d in range(D, -1, -1):
+        for b_ in range(V + 1):
+            for s in range(1, S + 1):
+                alts: list[Node] = []
+                if s == 1:
+                    if b_ == 0:
+                        alts.append(Ref("call_0"))
+                    if b_ == 1:
+                        alts.append(seq(Lit("_1="), Ref("call_0")))
+                elif d < D:
+                    alts.append(seq(Ref("loop_count"), Lit("{"), WS, Ref(f"firstseq_{d + 1}_{b_}_{s - 1}"),
+                                    opt(Lit(";")), WS, Lit("}")))
+                    inner = f"block_{d + 1}"
+                    alts.append(seq(Lit("?"), Ref("first_cond"), Ref(f"{inner}_0_{b_}_{s - 1}")))
+                    for c in range(0, b_ + 1):
+                        for s1 in range(1, s - 1):
+                            s2 = s - 1 - s1
+                            alts.append(seq(Lit("?"), Ref("first_cond"), Ref(f"{inner}_0_{c}_{s1}"), Lit(":"),
+                                            alt(Ref(f"{inner}_{c}_{b_}_{s2}"), Ref(f"if_{d}_{c}_{b_}_{s2}"))))
+                if alts:
+                    g.add(f"first_{d}_{b_}_{s}", alt(*alts))
+                if d >= 1:
+                    more = [seq(Ref(f"first_{d}_{c}_{s1}"), Lit(";"), WS, Ref(f"seq_{d}_{c}_{b_}_{s - s1}"))
+                            for c in range(0, b_ + 1) for s1 in range(1, s)]
+                    items = ([Ref(f"first_{d}_{b_}_{s}")] if alts else []) + more
+                    if items:
+                        g.add(f"firstseq_{d}_{b_}_{s}", alt(*items))
+    starts = [seq(WS, Ref(f"first_0_{j}_{s}"), Lit(";"), Ref(f"plan_{j}_{S - s}"))
+              for s in range(1, S + 1) for j in range(V + 1)]
+    starts.append(seq(WS, Lit("->"), Ref("call_0"), Lit(";"), Ref("plan_0_0")))
+    g.rules["root"] = alt(*starts)
 
 
 def _drop_unproductive(g: PlanGrammar) -> None:
@@ -678,8 +723,8 @@ def _subst_args(g: PlanGrammar, skill: SkillSpec, node: Node, var: Ref) -> Node:
 
 
 def _arm(g: PlanGrammar, skill_set: SkillSet, lim: PlanLimits, objects: tuple[str, ...] = ()) -> None:
-    """Arm plans: at most ``max_statements`` calls ``name(arg, ...);``."""
-    g.add("root", seq(Rep(seq(WS, Ref("stmt"), Lit(";")), 0, lim.max_statements), WS))
+    """Arm plans: 1 to ``max_statements`` calls ``name(arg, ...);``."""
+    g.add("root", seq(Rep(seq(WS, Ref("stmt"), Lit(";")), 1, lim.max_statements), WS))
     _common_rules(g, lim, objects)
     calls = [_call_rule(g, i, s, with_vars=False, v1=False) for i, s in enumerate(skill_set.skills)]
     g.add("stmt", alt(*calls))
@@ -693,8 +738,8 @@ _CHAT_TEXT = Chars(((" ", " "), ('"', "-"), ("/", ">"), ("@", "~")))
 
 
 def _chat(g: PlanGrammar, lim: PlanLimits) -> None:
-    """At most ``max_sentences`` sentences of at most ``max_sentence_chars`` characters."""
-    g.add("root", seq(Rep(seq(WS, Ref("sentence")), 0, lim.max_sentences), WS))
+    """1 to ``max_sentences`` sentences of at most ``max_sentence_chars`` characters."""
+    g.add("root", seq(Rep(seq(WS, Ref("sentence")), 1, lim.max_sentences), WS))
     g.add("sentence", seq(Rep(_CHAT_TEXT, 0, lim.max_sentence_chars),
                           Rep(Chars(tuple((c, c) for c in _TERMINALS)), 1, 3),
                           Rep(Chars(tuple((c, c) for c in _CLOSERS)), 0, 2)))

@@ -68,7 +68,8 @@ def test_grammar_compiles_with_xgrammar(ss):
     text = plan_grammar(ss)
     assert "root ::=" in text
     xg.Grammar.from_ebnf(text)  # raises on a syntax error
-    assert checker(ss.id).accepts("")  # the empty plan (the model may end at once)
+    # every plan calls a skill (a chat answer has a sentence): an empty plan would end INVALID_PLAN
+    assert not checker(ss.id).accepts("") and not checker(ss.id).accepts(" ")
 
 
 def test_grammar_compiles_with_the_shipped_tokenizer():
@@ -279,12 +280,14 @@ def deriver(skill_set_id: str) -> Deriver:
     return Deriver(build_plan_grammar(ss))
 
 
-def _with_vars_assigned(text: str) -> str:
+def _with_vars_assigned(text: str, ss: SkillSet) -> str:
     """Variables used before assignment are the segmenter's check, not the grammar's: assign
     every variable the derivation mentions first (``_k=True;`` is itself a statement)."""
     code = re.sub(r"'[^']*'|\"[^\"]*\"", "", text)  # a "_7" inside a string literal is no variable
     names = sorted(set(re.findall(r"_[1-9][0-9]?", code)))
-    return "".join(f"{v}=True;" for v in names) + text
+    # the first from a call: a plan starts with a call (the grammar's first statement rule)
+    call = next(f"{k.name}()" for k in ss.skills if not any(not a.optional for a in k.args))
+    return "".join(f"{v}={call if i == 0 else 'True'};" for i, v in enumerate(names)) + text
 
 
 def _check_derivation(ss: SkillSet, r: random.Random) -> None:
@@ -292,7 +295,7 @@ def _check_derivation(ss: SkillSet, r: random.Random) -> None:
     # statement length limits (max_statement_chars) stay with the segmenter: keep derivations short
     assert len(text) < 1500, len(text)
     if language_of(ss) == "minispec":
-        text = _with_vars_assigned(text)
+        text = _with_vars_assigned(text, ss)
     c = checker(ss.id)
     st = derivatives_for(ss).state()
     if language_of(ss) == "minispec":  # room for the variable statements prepended above
@@ -315,7 +318,7 @@ def _check_derivation(ss: SkillSet, r: random.Random) -> None:
         if language_of(ss) == "minispec":
             st.advance(text[st.consumed:s.end])
             assert isinstance(st.node, Ref) and st.node.name.startswith("plan_"), (text, s.end)
-        else:
+        elif text[s.end:].strip():  # arm and chat: the rest is again a plan (at least one statement)
             assert c.accepts(text[s.end:]), (text, s.end)
     if language_of(ss) == "minispec":
         assert st.advance(text[st.consumed:]).accepts_end()

@@ -19,7 +19,7 @@ from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.prompts.grammar import (Alt, Chars, GrammarChecker, Lit, PlanGrammar, Ref, Rep, Seq, build_plan_grammar,
                                       longest_plan_chars)
 from llm_planner_node.segmenters.arm import parse_arm_plan
-from llm_planner_node.segmenters.minispec import If, Loop, Return, parse_program
+from llm_planner_node.segmenters.minispec import Assign, BoolOp, Call, If, Loop, Return, parse_program
 
 DRONE = DEFAULT_SKILL_SETS["tello_minispec"]
 ARM = DEFAULT_SKILL_SETS["indy7_arm"]
@@ -90,6 +90,20 @@ def _walk(stmts, depth=1):
     return n, deepest, loop
 
 
+def _starts_with_a_call(stmts) -> bool:
+    first = stmts[0] if stmts else None
+    while isinstance(first, Loop):
+        first = first.body[0]
+    if isinstance(first, If):  # ?call...{...}: the condition's first operand
+        cond = first.cond
+        while isinstance(cond, BoolOp):
+            cond = cond.values[0]
+        first = cond.left
+    if isinstance(first, (Assign, Return)):
+        first = first.value
+    return isinstance(first, Call)
+
+
 @lru_cache(maxsize=64)
 def grammar(skill_set_id: str, limits: PlanLimits) -> PlanGrammar:
     return build_plan_grammar(DEFAULT_SKILL_SETS[skill_set_id], limits=limits)
@@ -118,6 +132,8 @@ def test_every_drone_plan_of_the_grammar_keeps_its_limits_and_length_bound(lim, 
         assert loop <= lim.max_loop, text
         # a top-level return is the plan's last statement
         assert all(not isinstance(s, Return) for s in stmts[:-1]), text
+        # and the plan calls a skill: it starts with one (a call, or a loop over one)
+        assert _starts_with_a_call(stmts), text
 
 
 @settings(max_examples=25, deadline=None)
@@ -160,6 +176,11 @@ def test_no_whitespace_runs_and_a_return_ends_a_drone_plan():
     assert not c.accepts("takeoff();\n\nland();")
     assert c.accepts("_1=scan(cat);->_1;")
     assert not c.accepts("->1;->2;")  # the real model's `->1;`, `->2;`, ... segments
+    # a plan calls a skill first: no plan of returns, loops and literals alone
+    assert not c.accepts("10{10{->10}};") and not c.accepts("_1=5;->_1;") and not c.accepts("->True;")
+    assert not c.accepts("?_1==True{land();};") and not c.accepts("3{->1;take_picture();};")
+    assert c.accepts("->is_visible(cat);") and c.accepts("3{3{take_picture();};};")
+    assert c.accepts("_1=scan(cat);?_1==True{goto(cat);};->_1;")
     assert not c.accepts("1000{goto(bottle);take_picture();};")  # loops up to max_loop (12)
     assert c.accepts("12{turn_cw(30);};")
 

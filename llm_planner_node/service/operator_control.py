@@ -7,7 +7,7 @@ is :mod:`.operator_ros`; the command line is :mod:`.operator_cmd`.
 **Stop** (:meth:`OperatorControl.stop`, any thread): on the scheduler thread, every named robot's
 goal in flight ends CANCELLED with "stopped by operator <name>" and the robot is sent the signed
 stop the delivery layer re-sends until the adapter confirms it (IDLE ``stopped: ...``): the
-goal's own stop when segments reached the robot (what :meth:`PlannerService.done` sends for any
+goal's own stop when segments reached the robot (what :meth:`.sink.PortsSink.done` sends for any
 end other than success), else a stop under the goal's id; a robot with no goal gets a stop under
 a fresh id, so its adapter halts it anyway (drone: hover, arm: stop). Idempotent: a second stop
 ends nothing and halts the robots again. The caller waits (at most ``wait_s``) for the scheduler
@@ -39,7 +39,7 @@ import time
 import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from llm_planner_node.core.approval import Approval
 from llm_planner_node.core.task_model import Request, Segment
@@ -95,8 +95,10 @@ class StopOutcome:
 class OperatorControl:
     """Stops and approvals of one planner service (see the module docstring)."""
 
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Any, post: Callable[[Callable[[], None]], None]) -> None:
+        """``post``: run a command on the scheduler thread."""
         self.service = service
+        self._post = post
         self._rules: dict[str, Approval] = {r.id: r.approval for r in service.params.robots
                                             if getattr(r, "approval", None) is not None}
         self._holds: dict[str, _Hold] = {}
@@ -128,9 +130,9 @@ class OperatorControl:
 
     def _end_goal(self, goal_id: str, reason: str) -> bool:
         """Scheduler thread: end a goal CANCELLED with ``reason`` (its robot is stopped by the
-        service's ``done`` when segments reached it); False if it is not in flight."""
+        sink's ``done`` when segments reached it); False if it is not in flight."""
         s = self.service
-        rid = s._by_goal_id.get(goal_id)  # noqa: SLF001 - the service's goal registry (same thread)
+        rid = s.goals.by_goal_id.get(goal_id)
         req = s.planner.requests.get(rid) if rid is not None else None
         if req is None or req.state.terminal:
             return False
@@ -178,7 +180,7 @@ class OperatorControl:
             finally:
                 done.set()
 
-        self.service._post(run)  # noqa: SLF001 - the scheduler thread's command queue
+        self._post(run)
         if not done.wait(wait_s) or not out:
             return StopOutcome(True, f"stopping {len(targets)} robot(s): the planner did not confirm within "
                                      f"{wait_s:g} s")
@@ -187,8 +189,8 @@ class OperatorControl:
     def _stop_now(self, targets: list[str], who: str) -> StopOutcome:
         s = self.service
         reason = f"stopped by operator {who}"
-        with s._busy_lock:  # noqa: SLF001
-            busy = {r: s._busy.get(r) for r in targets}  # noqa: SLF001
+        active = s.active_goals()
+        busy = {r: active.get(r) for r in targets}
         out = StopOutcome(True, "")
         for robot in targets:
             gid = busy[robot]
@@ -196,9 +198,9 @@ class OperatorControl:
                 out.stopped.append(robot)
                 out.goals.append(gid)
                 continue
-            if gid is not None and gid not in s._by_goal_id:  # noqa: SLF001
+            if gid is not None and gid not in s.goals.by_goal_id:
                 # accepted a moment ago, its submit not applied yet: it is queued behind this command
-                s._post(lambda r=robot, g=gid: self._stop_late(r, g, reason))  # noqa: SLF001
+                self._post(lambda r=robot, g=gid: self._stop_late(r, g, reason))
             self._halt(robot)
             out.halted.append(robot)
         self.counters["robots_stopped"] += len(out.stopped)
@@ -260,7 +262,7 @@ class OperatorControl:
             return
         s = self.service
         for gid, h in list(self._holds.items()):
-            if gid not in s._by_goal_id:  # noqa: SLF001 - ended (cancel, stop, failure)
+            if gid not in s.goals.by_goal_id:  # ended (cancel, stop, failure)
                 with self._lock:
                     self._holds.pop(gid, None)
                 continue
@@ -297,7 +299,7 @@ class OperatorControl:
             while len(self._decided) > DECISIONS_KEPT:
                 self._decided.pop(next(iter(self._decided)))
             goal_id = h.goal_id
-        self.service._post(lambda: self._apply(goal_id))  # noqa: SLF001
+        self._post(lambda: self._apply(goal_id))
         return True, f"segment {k} of goal {goal_id[:8]} (robot {h.robot_id}) {verb} by {who}"
 
     def _apply(self, goal_id: str) -> None:
@@ -311,7 +313,7 @@ class OperatorControl:
             h.decision = h.waiting = None
         text = safe_text(seg.text.strip(), 120)
         s = self.service
-        rid = s._by_goal_id.get(goal_id)  # noqa: SLF001
+        rid = s.goals.by_goal_id.get(goal_id)
         req = s.planner.requests.get(rid) if rid is not None else None
         if req is None or req.state.terminal:
             with self._lock:

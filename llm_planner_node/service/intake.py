@@ -1,0 +1,183 @@
+"""Goal intake: field checks, bounds, robot claiming, admission to the core and cancels."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Callable
+
+from llm_planner_node.config.params import SIM_ENGINES, FleetParams, RobotParams
+from llm_planner_node.core.budgets import StaticBudget
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.planner import Planner
+from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+from llm_planner_node.core.task_model import Goal, Request
+from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
+from llm_planner_node.core.tuf import TUFParams, tuf_problem
+from llm_planner_node.prompts.grammar import derivatives_for, language_for, longest_plan_chars
+from llm_planner_node.service.delivery import SegmentDelivery
+from llm_planner_node.service.ports import MAX_ID_CHARS, GoalIn, PlannerPorts
+from llm_planner_node.service.registry import GoalEntry, GoalRegistry
+
+
+class GoalIntake:
+    """Takes goals from any thread; what reaches the core is posted to the scheduler thread."""
+
+    def __init__(self, params: Callable[[], FleetParams], planner: Planner,
+                 prompt_builder: Callable[..., object], goals: GoalRegistry, delivery: SegmentDelivery,
+                 ports: PlannerPorts, clock: Clock, counters: Counter[str],
+                 post: Callable[[Callable[[], None]], None], unavailable: Callable[[], str | None],
+                 max_pending: int) -> None:
+        """``unavailable``: why the planner takes no goal now (its lifecycle, its engine), or None;
+        ``max_pending``: goals accepted but not yet ended beyond which new goals are refused."""
+        self._params = params
+        self._planner = planner
+        self._prompt_builder = prompt_builder
+        self._goals = goals
+        self._delivery = delivery
+        self._ports = ports
+        self._clock = clock
+        self._counters = counters
+        self._post = post
+        self._unavailable = unavailable
+        self._max_pending = max_pending
+        self._max_tokens_of: dict[str, int] = {}
+        self._pending = 0  # submitted, not yet ended (back-pressure bound)
+        self._pending_lock = threading.Lock()
+        self._early_cancels: set[str] = set()
+
+    def validate(self, g: GoalIn) -> str | None:
+        """Why a goal cannot be served, or None if it is fine."""
+        params = self._params()
+        pp = params.planner
+        robot = params.robot(g.robot_id)
+        if robot is None:
+            ids = [r.id for r in params.robots]
+            known = ", ".join(ids[:KNOWN_ROBOTS_LISTED]) + (f", ... ({len(ids)} in all)"
+                                                            if len(ids) > KNOWN_ROBOTS_LISTED else "")
+            return f"unknown robot '{safe_text(g.robot_id)}' (configured robots: {known})"
+        if g.robot_kind and g.robot_kind != robot.kind:
+            return f"robot '{g.robot_id}' is a {robot.kind}, not a {safe_text(g.robot_kind)}"
+        if g.skill_set and g.skill_set not in DEFAULT_SKILL_SETS:
+            return f"unknown skill set '{safe_text(g.skill_set)}' (registered: {', '.join(DEFAULT_SKILL_SETS)})"
+        if g.skill_set and g.skill_set != robot.skill_set:
+            return f"robot '{g.robot_id}' runs skill set '{robot.skill_set}', not '{g.skill_set}'"
+        why = tuf_problem(g.ert_s, g.alpha, g.beta)
+        if why is not None:
+            return why
+        text = g.instruction.strip()
+        if not text:
+            return "instruction is empty"
+        if len(text) > pp.max_instruction_chars:
+            return f"instruction has {len(text)} characters, the limit is {pp.max_instruction_chars}"
+        if g.max_tokens > 4 * pp.max_tokens:
+            return f"max_tokens {g.max_tokens} exceeds the node's limit {4 * pp.max_tokens}"
+        return None
+
+    def precheck(self, g: GoalIn) -> str | None:
+        """The goal's field checks (lengths, then :meth:`validate`): why it is refused whatever
+        the planner's state, or None. Reads only the fields, so a PlanTask.Goal will do."""
+        if len(g.robot_id) > MAX_ID_CHARS:
+            return f"robot_id has {len(g.robot_id)} characters, the limit is {MAX_ID_CHARS}"
+        if len(g.skill_set) > MAX_ID_CHARS or len(g.robot_kind) > MAX_ID_CHARS or len(g.task_type) > MAX_ID_CHARS:
+            return f"robot_kind, task_type and skill_set are limited to {MAX_ID_CHARS} characters"
+        return self.validate(g)
+
+    def submit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> str | None:
+        """Take a goal; the rejection reason at once, or None and later ``on_end(request)``
+        (or ``on_end(reason)`` if the core refuses it)."""
+        reason = self._admit(goal_id, g, on_end)
+        if reason is not None:
+            self._counters["rejected"] += 1
+        return reason
+
+    def cancel(self, goal_id: str) -> None:
+        def cancel() -> None:
+            rid = self._goals.by_goal_id.get(goal_id)
+            if rid is None:
+                self._early_cancels.add(goal_id)
+            else:
+                self._planner.cancel(rid)
+        self._post(cancel)
+
+    def _admit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> str | None:
+        reason = self.precheck(g)
+        if reason is None:
+            reason = self._unavailable()
+        if reason is not None:
+            return reason
+        params = self._params()
+        pp = params.planner
+        robot = params.robot(g.robot_id)
+        assert robot is not None
+        try:
+            prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set, objects=robot.objects)
+        except ValueError as e:
+            return str(e)
+        lang = language_for(robot.kind, DEFAULT_SKILL_SETS[robot.skill_set])
+        goal = Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
+                    prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
+                    max_tokens=int(g.max_tokens or self._default_max_tokens(robot, prompt)), skill_set_id=robot.skill_set,
+                    instruction=g.instruction.strip(), objects=robot.objects,
+                    plan_limits=pp.plan_limits.get(lang), sampling=pp.sampling.get(lang))
+        with self._pending_lock:
+            if self._pending >= self._max_pending:
+                return (f"planner overloaded: {self._pending} goals in flight (limit {self._max_pending}); "
+                        "try again later")
+            busy = self._goals.claim(g.robot_id, goal_id)
+            if busy is not None:
+                return busy
+            self._pending += 1
+
+        def ended(outcome: Request | str) -> None:
+            with self._pending_lock:
+                self._pending -= 1
+            on_end(outcome)
+
+        def submit() -> None:
+            try:
+                rid = self._planner.submit(goal)
+            except Exception as e:  # noqa: BLE001 - ValueError: why it can never run; else a fault
+                self._goals.release(g.robot_id, goal_id)
+                self._counters["rejected"] += 1
+                ended(str(e) if isinstance(e, ValueError)
+                      else f"the planner could not take the goal: {safe_text(repr(e), 300)}")
+                return
+            self._goals.add(GoalEntry(goal_id, rid, ended, StaticBudget(robot.effective_budget)))
+            self._delivery.open(goal_id, g.robot_id, self._clock.now())
+            self._ports.goal_started(goal_id, self._planner.requests[rid])
+            if goal_id in self._early_cancels:  # cancel arrived before the goal reached the core
+                self._early_cancels.discard(goal_id)
+                self._planner.cancel(rid)
+
+        self._post(submit)
+        return None
+
+    def _default_max_tokens(self, robot: RobotParams, prompt: object) -> int:
+        """A goal's max_tokens when it sets none: ``planner.max_tokens``, raised under the plan
+        grammar to the longest plan the robot's grammar admits (+ the end of sequence), so every
+        plan a model can write under it ends before max_tokens (plans are ASCII: bytes bound
+        tokens), as far as the model's context (``engine.max_model_len``) leaves room after the
+        prompt."""
+        n = self._grammar_max_tokens(robot)
+        pp = self._params().planner
+        if n > pp.max_tokens:
+            room = pp.engine.max_model_len - self._planner.engine.count_prompt_tokens(prompt)
+            n = max(pp.max_tokens, min(n, room))
+        return n
+
+    def _grammar_max_tokens(self, robot: RobotParams) -> int:
+        """``planner.max_tokens`` or, under the grammar, the robot's longest plan + 1 if longer
+        (computed once per robot)."""
+        pp = self._params().planner
+        n = self._max_tokens_of.get(robot.id)
+        if n is None:
+            n = pp.max_tokens
+            if pp.constrained_decoding == "grammar" and pp.engine.kind not in SIM_ENGINES:
+                ss = DEFAULT_SKILL_SETS[robot.skill_set]
+                lang = language_for(robot.kind, ss)
+                # the grammar the engine decodes this robot's goals under (shared, built once)
+                g = derivatives_for(ss, robot.kind, limits=pp.plan_limits.get(lang), objects=robot.objects).grammar
+                n = max(n, longest_plan_chars(g) + 1)
+            self._max_tokens_of[robot.id] = n
+        return n

@@ -1,0 +1,60 @@
+"""The goals in flight: action goal id <-> core request id, and the robots they keep busy."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from llm_planner_node.core.budgets import StaticBudget
+from llm_planner_node.core.task_model import Request
+
+
+@dataclass
+class GoalEntry:
+    """A goal that reached the core."""
+
+    goal_id: str
+    request_id: int
+    on_end: Callable[[Request | str], None]
+    budget: StaticBudget | None = None  # what the goal's dispatched segments may do at worst
+
+
+class GoalRegistry:
+    """Goals in flight (written on the scheduler thread) and busy robots (any thread, locked)."""
+
+    def __init__(self) -> None:
+        self.by_request: dict[int, GoalEntry] = {}
+        self.by_goal_id: dict[str, int] = {}
+        self.busy: dict[str, str] = {}  # robot id -> goal id; written under the lock
+        self._busy_lock = threading.Lock()
+
+    def add(self, entry: GoalEntry) -> None:
+        self.by_request[entry.request_id] = entry
+        self.by_goal_id[entry.goal_id] = entry.request_id
+
+    def pop(self, request_id: int) -> GoalEntry | None:
+        """Forget an ended goal; None if it was not in flight."""
+        entry = self.by_request.pop(request_id, None)
+        if entry is not None:
+            self.by_goal_id.pop(entry.goal_id, None)
+        return entry
+
+    def claim(self, robot_id: str, goal_id: str) -> str | None:
+        """Atomically mark ``robot_id`` busy with ``goal_id``; the busy reason if it already was."""
+        with self._busy_lock:
+            busy = self.busy.get(robot_id)
+            if busy is not None:
+                return f"robot '{robot_id}' is still executing goal {busy}; send one plan at a time per robot"
+            self.busy[robot_id] = goal_id
+            return None
+
+    def release(self, robot_id: str, goal_id: str) -> None:
+        with self._busy_lock:
+            if self.busy.get(robot_id) == goal_id:
+                del self.busy[robot_id]
+
+    def active(self) -> dict[str, str]:
+        """robot id -> the goal it runs now (a copy; any thread)."""
+        with self._busy_lock:
+            return dict(self.busy)

@@ -1,0 +1,76 @@
+"""The core's sink: each segment's budget check, its dispatch to the robot (through the
+operator's hold) and each goal's end, reported once and its robot stopped or released."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+from llm_planner_node.core.task_model import EndKind, GenState, Request, Segment
+from llm_planner_node.core.text import safe_text
+from llm_planner_node.prompts.grammar import language_for
+from llm_planner_node.segmenters.plan_cost import segment_cost
+from llm_planner_node.service.delivery import SegmentDelivery
+from llm_planner_node.service.ports import PlannerPorts
+from llm_planner_node.service.registry import GoalRegistry
+
+
+class PortsSink:
+    """The :class:`~llm_planner_node.core.planner.PlannerSink` of the service (scheduler thread)."""
+
+    def __init__(self, goals: GoalRegistry, delivery: SegmentDelivery, ports: PlannerPorts, clock: Clock,
+                 counters: Counter[str], hold: Callable[[str, Request, Segment], bool],
+                 post: Callable[[Callable[[], None]], None], forget: Callable[[Request], None]) -> None:
+        """``hold``: True if the segment waits for an operator's approval instead of going out;
+        ``forget``: drop an ended request from the core (posted, run after its end is reported)."""
+        self._goals = goals
+        self._delivery = delivery
+        self._ports = ports
+        self._clock = clock
+        self._counters = counters
+        self._hold = hold
+        self._post = post
+        self._forget = forget
+
+    def budget_check(self, request: Request, segment: Segment) -> str | None:
+        """Before a segment is dispatched: its worst case (loops multiplied out) added to the
+        goal's earlier segments must fit the robot's budget (core/budgets.py), else the reason."""
+        g = self._goals.by_request.get(request.id)
+        if g is None or g.budget is None or request.goal.skill_set_id is None:
+            return None
+        ss = DEFAULT_SKILL_SETS[request.goal.skill_set_id]
+        try:
+            cost = segment_cost(segment.text, segment.calls, ss, language_for(request.goal.robot_kind, ss))
+        except ValueError as e:  # the segmenter passed it, so this is unexpected: refuse, do not guess
+            return f"segment {segment.index} cannot be costed: {e}"
+        why = g.budget.add(cost)
+        if why is not None:
+            self._counters["budget_refusals"] += 1
+            return f"exceeds budget: {why} (segment {segment.index}: {safe_text(segment.text, 60)})"
+        return None
+
+    def dispatch(self, request: Request, segment: Segment) -> None:
+        g = self._goals.by_request[request.id]
+        if self._hold(g.goal_id, request, segment):  # waits for an operator's approval
+            return
+        final = segment.final or (request.state is GenState.GENERATED
+                                  and segment.index == len(request.segments) - 1)
+        msg = self._ports.segment(g.goal_id, request, segment.index, final)
+        self._delivery.sent(g.goal_id, segment.index, msg, self._clock.now())
+
+    def done(self, request: Request) -> None:
+        g = self._goals.pop(request.id)
+        if g is None:
+            return
+        self._goals.release(request.goal.robot_id, g.goal_id)
+        self._counters[request.end.value if request.end else "ended"] += 1
+        if request.end is not EndKind.SUCCEEDED and request.segments:
+            # ended early after segments reached the robot: stop it (re-sent until confirmed)
+            msg = self._ports.stop(g.goal_id, request.goal.robot_id, len(request.segments))
+            self._delivery.stop(g.goal_id, request.goal.robot_id, msg, self._clock.now())
+        else:
+            self._delivery.close(g.goal_id)
+        g.on_end(request)
+        self._post(lambda: self._forget(request))

@@ -41,7 +41,7 @@ from llm_planner_node.service.engine_keeper import EngineHealth, EngineKeeper
 from llm_planner_node.service.intake import GoalIntake
 from llm_planner_node.service.operator_control import OperatorControl
 from llm_planner_node.service.ports import GoalIn, PlannerPorts, StatusIn
-from llm_planner_node.service.registry import GoalEntry, GoalRegistry
+from llm_planner_node.service.registry import GoalRegistry
 from llm_planner_node.service.scheduler_loop import COMMAND_SLICE, SchedulerLoop
 from llm_planner_node.service.sink import PortsSink
 from llm_planner_node.service.status_path import CANCELLED, DONE, EXECUTING, FAILED, StatusPath
@@ -156,16 +156,6 @@ class PlannerService:
     @property
     def flood_seconds(self) -> float:
         return self.statuses.flood_seconds
-
-    @property
-    def _goals(self) -> dict[int, GoalEntry]:
-        """Goals in flight by request id (the registry's own map)."""
-        return self.goals.by_request
-
-    @property
-    def _busy(self) -> dict[str, str]:
-        """robot id -> goal id (the registry's own map; :meth:`active_goals` copies it safely)."""
-        return self.goals.busy
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:

@@ -290,7 +290,7 @@ def test_statuses_are_applied_before_queued_goal_commands():
         svc.on_status(StatusIn("d1", GID, 0, FAILED, (), "real failure"))
         original = ended.append
         ended_hook = lambda r: (at_end.append(ran[0]), original(r))  # noqa: E731 - records the order
-        svc._goals[next(iter(svc._goals))].on_end = ended_hook
+        svc.goals.by_request[next(iter(svc.goals.by_request))].on_end = ended_hook
         block.set()
         assert wait(lambda: ended, 10) and wait(lambda: ran[0] == 1000, 10)
         assert at_end[0] <= ps.COMMAND_SLICE, at_end

@@ -591,7 +591,7 @@ def wait_idle(fleet: Any, timeout_s: float = 10.0) -> None:
     """Until the planner has no goal in flight (robots free for the next burst)."""
     deadline = time.monotonic() + timeout_s
     service = fleet.planner.service
-    while time.monotonic() < deadline and (service._busy or service._goals):
+    while time.monotonic() < deadline and (service.active_goals() or service.goals.by_request):
         time.sleep(0.02)
     time.sleep(0.2)
 

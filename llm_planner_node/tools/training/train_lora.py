@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from llm_planner_node.tools.training import chat_replay
 from llm_planner_node.tools.training.plan_data import DRONE_OBJECTS, ARM_OBJECTS, ARM_TARGETS, PlanSample, generate
 from llm_planner_node.prompts.prompt import PLANNER_PROMPT_OPTIONS, build_chat_prompt_ids
 
@@ -139,7 +140,11 @@ def train(args: argparse.Namespace) -> None:
     inner = model.base_model.model  # LlamaForCausalLM
     samples = generate(args.samples, args.seed)
     by_kind = {k: [s for s in samples if s.robot_kind == k] for k in ("drone", "arm")}
-    _log(f"data: {len(samples)} samples ({len(by_kind['drone'])} drone, {len(by_kind['arm'])} arm)")
+    replay = [PlanSample("chat", q, a) for q, a in chat_replay.load()] if args.chat_fraction > 0 else []
+    if replay:
+        by_kind["chat"] = replay
+    _log(f"data: {len(samples)} samples ({len(by_kind['drone'])} drone, {len(by_kind['arm'])} arm), "
+         f"{len(replay)} chat replay answers")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     warm = max(1, args.steps // 20)
@@ -174,7 +179,10 @@ def train(args: argparse.Namespace) -> None:
     t_train = time.time()
     ema = None
     for step in range(args.steps):
-        kind = "drone" if rng.random() < args.drone_fraction else "arm"
+        if replay and rng.random() < args.chat_fraction:
+            kind = "chat"
+        else:
+            kind = "drone" if rng.random() < args.drone_fraction else "arm"
         batch = []
         for _ in range(args.batch):
             if pos[kind] >= len(order[kind]):
@@ -182,7 +190,7 @@ def train(args: argparse.Namespace) -> None:
                 pos[kind] = 0
             batch.append(by_kind[kind][order[kind][pos[kind]]])
             pos[kind] += 1
-        objects = batch_objects(rng, kind, batch) if rng.random() < args.objects_fraction else ()
+        objects = batch_objects(rng, kind, batch) if kind != "chat" and rng.random() < args.objects_fraction else ()
         prompts = [build_chat_prompt_ids(tok, s.instruction, kind, objects=objects, options=PROMPT_OPTIONS)
                    for s in batch]
         shared = _lcp(prompts)
@@ -235,7 +243,8 @@ def train(args: argparse.Namespace) -> None:
                 "data_size": len(samples), "batch": args.batch, "lr": args.lr, "rank": args.rank,
                 "alpha": args.alpha, "lora_layers": layers, "target_modules": list(TARGET_MODULES),
                 "prefix_refresh": args.prefix_refresh, "objects_fraction": args.objects_fraction,
-                "drone_fraction": args.drone_fraction,
+                "drone_fraction": args.drone_fraction, "chat_fraction": args.chat_fraction if replay else 0.0,
+                "chat_replay": len(replay),
                 "wall_time_s": round(time.time() - t0, 1), "train_time_s": round(time.time() - t_train, 1),
                 "final_loss": lv, "final_loss_ema": ema,
                 "loss_mean_last_50": sum(losses[-50:]) / len(losses[-50:]),
@@ -387,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix-refresh", type=int, default=20)
     ap.add_argument("--objects-fraction", type=float, default=0.4)
     ap.add_argument("--drone-fraction", type=float, default=0.6)
+    ap.add_argument("--chat-fraction", type=float, default=0.15,
+                    help="share of batches from the chat replay (chat_replay.jsonl: the base model's own chat "
+                         "answers, so the adapter keeps talking); 0: plans only")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--save-every", type=int, default=50)

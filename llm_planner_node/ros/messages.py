@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
+from rclpy.exceptions import InvalidHandle
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from timely_fleet.action import PlanTask
 from timely_fleet.msg import SegmentReport, Skill, SkillSegment
@@ -95,12 +96,15 @@ def draining_subscription(node: Any, msg_type: Any, topic: str, handle: Callable
 
     def drain() -> None:
         sub = holder[0]
-        with sub.handle:
-            for _ in range(budget):
-                taken = sub.handle.take_message(msg_type, raw)
-                if taken is None:
-                    return
-                handle(*taken) if with_info else handle(taken[0])
+        try:
+            with sub.handle:
+                for _ in range(budget):
+                    taken = sub.handle.take_message(msg_type, raw)
+                    if taken is None:
+                        return
+                    handle(*taken) if with_info else handle(taken[0])
+        except InvalidHandle:  # destroyed from another thread (the planner's cleanup), as rclpy's executor allows
+            return
 
     # rclpy passes message info to a callback that takes two parameters (no defaults)
     def on_message_info(msg: Any, info: Any) -> None:

@@ -1,28 +1,29 @@
 """The planning node: a thin ROS 2 lifecycle node over :class:`~.planner_service.PlannerService`.
 
-Like the rclpy ``minimal_action_server`` example, this file holds only the ROS side: the
-``plan_task`` action server, publishers, subscriptions, timers and the lifecycle transitions.
-The service holds the logic (scheduling core, goal registry, robot link protocol); message
-conversion lives in :mod:`.ros_messages`.
+Like the rclpy ``minimal_action_server`` example, this file holds only the ROS side: publishers,
+subscriptions, services, timers and the lifecycle transitions. The service holds the logic
+(scheduling core, goal registry, robot link protocol); message conversion lives in
+:mod:`.messages` and the ``plan_task`` action server in :mod:`.action_server`.
 
 Lifecycle (``lifecycle_msgs``; ``timely-fleet up`` drives the transitions itself):
 
-- **configure**: build the service and load the engine (vLLM loads here, ~30 s on CPU);
+- **configure**: build the service and load the engine (vLLM loads here, ~30 s on CPU); create
+  the robot link (segments, statuses, lease heartbeats) and ``planner/goals|results|stats``;
 - **activate**: accept goals;
 - **deactivate**: stop accepting; goals in flight end CANCELLED ("planner deactivated") and
   their robots are stopped;
-- **cleanup**: free the engine; **shutdown**: end every goal, free everything.
+- **cleanup** and **shutdown**: end every goal, free the engine, destroy what configure created.
 
-Goals sent while the node is not active are refused with the reason (accepted and aborted with
-``STATUS_REJECTED``: a ROS 2 goal rejection cannot carry a reason). Topics are relative to the
-node's namespace (:mod:`.ros_messages`); ``/diagnostics`` carries standard
-``diagnostic_msgs/DiagnosticArray`` with OK / WARN / ERROR; every stamp comes from the node's
-clock (``use_sim_time`` follows ``/clock``).
+The action, ``planner/cancel_goal``, ``planner/stop_robots|approve`` and ``/diagnostics`` exist in
+every state: goals and requests sent while the node is not active are refused with the reason
+(a goal is accepted and aborted with ``STATUS_REJECTED``: a ROS 2 goal rejection cannot carry a
+reason). Topics are relative to the node's namespace (:mod:`.messages`); ``/diagnostics`` carries
+standard ``diagnostic_msgs/DiagnosticArray`` with OK / WARN / ERROR; every stamp comes from the
+node's clock (``use_sim_time`` follows ``/clock``).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import threading
@@ -30,17 +31,16 @@ import time
 from typing import Any, Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from action_msgs.msg import GoalInfo, GoalStatus
-from rclpy.action.server import GoalEvent, ServerGoalHandle
-from rclpy.executors import await_or_execute
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.task import Future
+from rclpy.action import CancelResponse, GoalResponse
+from rclpy.action.server import GoalEvent
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
+from rclpy.publisher import Publisher
 from rclpy.serialization import deserialize_message
+from rclpy.subscription import Subscription
+from rclpy.timer import Timer
 from timely_fleet.action import PlanTask
 from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus, SkillSegment
 from timely_fleet.srv import CancelPlan
@@ -52,6 +52,7 @@ from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.config.params import FleetParams
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, StatusIn, safe_text
+from llm_planner_node.ros.action_server import FinishLaterActionServer
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
 from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier
 from llm_planner_node.ros.messages import (ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
@@ -86,212 +87,6 @@ class HotPathLog:
             self._emit(severity, self.logger.name, text, "log", __file__, 0)
 
 
-class _CoalescedGoalHandle(ServerGoalHandle):
-    """A goal handle whose state changes mark the server's status array for the next coalesced
-    publication (:meth:`FinishLaterActionServer.flush_status`) instead of publishing it; a goal's
-    end marks the server's expiry timer for re-arming there too."""
-
-    def _update_state(self, event: Any) -> None:
-        with self._lock:
-            if self._goal_handle is None:  # already destroyed
-                return
-            self._goal_handle.update_goal_state(event)
-            self._action_server.status_changed(done=not self._goal_handle.is_active())
-
-
-class FinishLaterActionServer(ActionServer):
-    """An rclpy ActionServer whose execute callback starts a goal and returns at once; the goal
-    is finished later, from any thread, with :meth:`finish_goal`.
-
-    rclpy's own ``_execute_goal`` awaits the execute callback, so every goal in flight keeps a
-    pending coroutine in the executor, which rclpy's MultiThreadedExecutor re-scans at every
-    wake-up (ros2/rclpy issue 1452; with 64 goals in flight the spin thread used 40% of a core
-    running no planner code). Here no coroutine outlives the goal's start. Results go out the
-    way rclpy sends them: through the server's per-goal result future, under its lock."""
-
-    async def _execute_goal(self, execute_callback: Any, goal_handle: Any) -> None:
-        execute_callback(goal_handle)
-
-    # -- coalesced status array ------------------------------------------------------------------
-    # rclpy publishes the whole GoalStatusArray (every goal of the last ``result_timeout`` s) at
-    # every state change of every goal: three per goal. Every action client deserialises each
-    # array into Python objects under its GIL: with 64 goals in a burst the project's own client
-    # spent 27% of its spin thread there and took up to 4.3 s to send the next 64 goals. Here a
-    # state change only marks the array; it goes out at the end of each executor round (the
-    # round's accepted goals in one array) and otherwise within STATUS_PERIOD_S (the node's
-    # timer): at most ~10 arrays per second plus one per round of goal requests, whatever the
-    # goal rate. A goal's terminal status may now reach a client up to 100 ms after its result
-    # (ROS 2 never ordered the status topic against the result service). 100 ms rather than 50:
-    # each array holds every goal of the last 10 s, and deserialising them was still a third of
-    # the client's spin thread in back-to-back 64-goal bursts (client CPU per burst, A/B in one
-    # hour: 0.25-0.38 s at 100 ms, 0.35-0.38 s at 50 ms).
-    #
-    # A goal's end re-arms the server's expiry timer (rcl_action's ``notify_goal_done``: a pass
-    # over every goal of the last ``result_timeout`` s, under the server's lock) at that flush
-    # too, once for the goals that ended since, not once per goal on the scheduler's thread: a
-    # result expires up to STATUS_PERIOD_S later than ``result_timeout`` after its goal's end.
-    STATUS_PERIOD_S = 0.1
-    #: How long a finished goal's result is kept for clients that ask for it late (rclpy's
-    #: ``result_timeout``, its default).
-    RESULT_TIMEOUT_S = 10
-    _status_dirty = False
-    _goal_done = False
-
-    def status_changed(self, done: bool = False) -> None:
-        self._status_dirty = True
-        if done:
-            self._goal_done = True
-
-    def flush_status(self) -> None:
-        """Publish the status array if a goal changed state since the last publication (and
-        re-arm the expiry timer if a goal ended)."""
-        if self._status_dirty:
-            self._status_dirty = False
-            self._handle.publish_status()
-        if self._goal_done:
-            self._goal_done = False
-            self.notify_goal_done()
-
-    async def _execute_goal_request(self, request_header_and_message: Any) -> None:
-        """rclpy's ``_execute_goal_request`` (kilted, jazzy), with a coalescing goal handle and
-        the "accepted" status marked instead of published."""
-        request_header, goal_request = request_header_and_message
-        goal_uuid = goal_request.goal_id
-        goal_info = GoalInfo()
-        goal_info.goal_id = goal_uuid
-        with self._lock:
-            goal_id_exists = self._handle.goal_exists(goal_info)
-        accepted = False
-        if not goal_id_exists:
-            response = await await_or_execute(self._goal_callback, goal_request.goal)
-            accepted = isinstance(response, GoalResponse) and response == GoalResponse.ACCEPT
-        goal_handle = None
-        if accepted:
-            goal_info.stamp = self._node.get_clock().now().to_msg()
-            try:
-                with self._lock:
-                    goal_handle = _CoalescedGoalHandle(self, goal_info, goal_request.goal)
-            except RuntimeError as e:
-                self._logger.error(f"failed to accept new goal {bytes(goal_uuid.uuid).hex()}: {e}")
-                accepted = False
-            else:
-                self._goal_handles[bytes(goal_uuid.uuid)] = goal_handle
-                self._result_futures[bytes(goal_uuid.uuid)] = Future()  # untracked: see add_future
-        response_msg = self._action_type.Impl.SendGoalService.Response()
-        response_msg.accepted = accepted
-        response_msg.stamp = goal_info.stamp
-        try:
-            with self._lock:
-                self._handle.send_goal_response(request_header, response_msg)
-        except _rclpy.RCLError:
-            self._logger.warning("failed to send a goal response (the client may have gone away)")
-            return
-        if not accepted:
-            return
-        self.status_changed()
-        await await_or_execute(self._handle_accepted_callback, goal_handle)
-
-    async def _execute_get_result_request(self, request_header_and_message: Any) -> None:
-        """rclpy's ``_execute_get_result_request`` without its debug line, which formats the
-        goal id's numpy array (``'...{0}'.format(uuid)``) whatever the log level: a fifth of the
-        action server's thread in a 64-goal burst."""
-        request_header, result_request = request_header_and_message
-        goal_id = bytes(result_request.goal_id.uuid)
-        future = self._result_futures.get(goal_id)
-        if future is None:  # unknown or expired: the answer is status UNKNOWN
-            response = self._action_type.Impl.GetResultService.Response()
-            response.status = GoalStatus.STATUS_UNKNOWN
-            with self._lock:
-                self._handle.send_result_response(request_header, response)
-            return
-        future.add_done_callback(functools.partial(self._send_result_response, request_header))
-
-    #: Goal and result requests taken per executor round (rclpy takes one of each per round,
-    #: rebuilding the wait set in between: a burst of 200 goals cost 200 rounds).
-    DRAIN = 32
-
-    def take_data(self) -> Any:
-        data = super().take_data()
-        for key, ready, take, request in (
-                ("goal", "_is_goal_request_ready", self._handle.take_goal_request,
-                 self._action_type.Impl.SendGoalService.Request),
-                ("result", "_is_result_request_ready", self._handle.take_result_request,
-                 self._action_type.Impl.GetResultService.Request)):
-            if key not in data or not getattr(self, ready):
-                continue
-            more = []
-            for _ in range(self.DRAIN - 1):
-                with self._lock:
-                    taken = take(request)
-                if not taken[0]:  # nothing more waiting: (None, None)
-                    break
-                more.append(taken)
-            data["more_" + key] = more
-        return data
-
-    #: Set by the node: does a goal fail its field checks (it will be rejected at once)? Such
-    #: goals are served first among those taken in one round, so a bad goal's rejection does not
-    #: wait behind a burst of good ones.
-    rejects_at_once: Callable[[Any], bool] | None = None
-
-    async def execute(self, taken_data: Any) -> None:
-        goals = ([taken_data.pop("goal")] if "goal" in taken_data else []) + taken_data.pop("more_goal", [])
-        if self.rejects_at_once is not None and len(goals) > 1:
-            goals.sort(key=lambda g: not self.rejects_at_once(g[1].goal))  # stable: good ones keep their order
-        # result requests first: each is a look-up (answered at once for a goal that has ended,
-        # e.g. a rejected one), and must not wait behind this round's goals
-        results = ([taken_data.pop("result")] if "result" in taken_data else []) + taken_data.pop("more_result", [])
-        for result in results:
-            await self._execute_get_result_request(result)
-        for goal in goals:
-            await self._execute_goal_request(goal)
-        await super().execute(taken_data)
-        self.flush_status()  # this round's accepted / started / ended goals, in one array
-
-    #: Set by the node: may a "cancel every goal" request (all-zero goal id) be honoured?
-    allow_cancel_all = False
-    refused_cancel_all = 0
-
-    async def _execute_cancel_request(self, request_header_and_message: Any) -> None:
-        """Refuse "cancel every goal" (and "every goal before a stamp"): an all-zero goal id
-        would let any node on the domain end every goal in flight (ROS action semantics); it is
-        answered ERROR_REJECTED unless ``security.allow_cancel_all``."""
-        request_header, cancel_request = request_header_and_message
-        if not self.allow_cancel_all and not any(cancel_request.goal_info.goal_id.uuid):
-            self.refused_cancel_all += 1
-            response = self._action_type.Impl.CancelGoalService.Response()
-            response.return_code = response.ERROR_REJECTED
-            with self._lock:
-                self._handle.send_cancel_response(request_header, response)
-            return
-        await super()._execute_cancel_request(request_header_and_message)
-
-    # -- result futures the executor does not track -----------------------------------------------
-    # rclpy registers each goal's result future with the server until the goal expires
-    # (``result_timeout``, 10 s after its end), and its executor re-binds every registered future
-    # (``Future._set_executor``) each time the server executes anything: with bursts of 64 goals
-    # that is a few hundred calls per goal request, result request and cancel. Untracked, a
-    # result future runs its done callback (rclpy's ``_send_result_response``, under the server's
-    # lock) at once in the thread that sets the result (:meth:`finish_goal`), or in the executor's
-    # thread for a result requested after the goal ended: one executor wake-up less per goal.
-    def add_future(self, future: Any) -> None:
-        pass
-
-    def remove_future(self, future: Any) -> None:
-        pass
-
-    def finish_goal(self, goal_handle: Any, result: Any) -> None:
-        """Send ``result`` for a goal whose handle is already in its terminal state."""
-        if goal_handle.is_active:  # never leave a goal without a terminal state
-            goal_handle.abort()
-        response = self._action_type.Impl.GetResultService.Response()
-        response.status = goal_handle.status
-        response.result = result
-        future = self._result_futures.get(bytes(goal_handle.goal_id.uuid))
-        if future is not None and not future.done():
-            future.set_result(response)
-
-
 #: Queue length above which diagnostics warn (goals waiting for the engine).
 QUEUE_WARN = 200
 #: Free KV share below which diagnostics warn.
@@ -312,7 +107,6 @@ class PlannerNode(LifecycleNode):
         # defaults, ``-p`` / ``--params-file`` / launch ``parameters=`` override them (ros_params)
         self.params = declare_parameters(self, params)
         add_validation_callback(self, lambda: self.params, self._apply_params)
-        params = self.params
         self._service_args = dict(engine=engine, engine_factory=engine_factory, prompt_builder=prompt_builder,
                                   clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends,
                                   robot_time_scale=robot_time_scale)
@@ -323,46 +117,41 @@ class PlannerNode(LifecycleNode):
         self.cancel_refusals: dict[str, int] = {}
         self._goals_cb = ReentrantCallbackGroup()
         self._log = HotPathLog(self.get_logger())
-        # one publisher on the shared robot_segments topic for every robot (per robot with security.per_robot_topics)
-        self._seg_pubs = segment_publishers(self, SkillSegment, [r.id for r in params.robots],
-                                            params.security.per_robot_topics)
-        self._stats_pub = self.create_publisher(PlannerStats, STATS_TOPIC, 10)
-        self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
-        self._goal_pub = self.create_publisher(GoalRecord, GOALS_TOPIC, STATUS_QOS)
-        self._result_pub = self.create_publisher(GoalResult, RESULTS_TOPIC, STATUS_QOS)
+        # created at configure, destroyed at cleanup and shutdown (_create_entities, _destroy_entities)
+        self._seg_pubs: dict[str, Publisher] = {}  # robot id -> its segment publisher
+        self._stats_pub: Publisher | None = None
+        self._goal_pub: Publisher | None = None
+        self._result_pub: Publisher | None = None
+        self._status_subs: list[Subscription] = []
+        self._heartbeat_timer: Timer | None = None
         # the robot link's protection (README "Security"): built at configure from security.*
         self._signer: LinkSigner | None = None
         self._verifier: LinkVerifier | None = None
         self._link_dropped_reported = 0
+        self._last_sent: dict[str, float] = {}  # robot id -> when the planner last sent it anything
         # Robot statuses arrive on a hidden helper node that its own executor thread spins
         # (up.py), so a burst or a rogue's flood of statuses never delays goal intake or results,
         # and goals never delay statuses. Hidden (leading "_") and outside the global ROS
-        # arguments, so `ros2 launch`'s `-r __node:=...` cannot give it the planner's name.
+        # arguments, so `ros2 launch`'s `-r __node:=...` cannot give it the planner's name. It
+        # lives as long as the planner (up.py gives it an executor once); its subscriptions are
+        # made at configure.
         self.status_node = Node(f"_{self.get_name()}_status", context=context, namespace=self.get_namespace(),
                                 use_global_arguments=False, start_parameter_services=False)
-        if params.security.per_robot_topics:  # one topic per robot: access control can tell them apart
-            for r in params.robots:
-                draining_subscription(self.status_node, RobotStatus, status_topic(r.id),
-                                      lambda m, rid=r.id: self._on_status_raw(m, rid), STATUS_READER_QOS, raw=True)
-        else:
-            draining_subscription(self.status_node, RobotStatus, STATUS_TOPIC, self._on_status_raw, STATUS_READER_QOS,
-                                  raw=True)
+        # Made here, not at configure: in every lifecycle state a goal or request is answered
+        # (refused with the reason while the node is not active) and /diagnostics reports the
+        # node (WARN "not configured"), rather than clients waiting for a server that is not there.
+        self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
         self._server = FinishLaterActionServer(self, PlanTask, ACTION_NAME, execute_callback=self._start_goal,
-                                    goal_callback=lambda _g: GoalResponse.ACCEPT,
-                                    cancel_callback=self._on_cancel_request,
-                                    callback_group=self._goals_cb,
-                                    result_timeout=FinishLaterActionServer.RESULT_TIMEOUT_S,
-                                    **action_qos_kwargs("server"))
-        self._server.allow_cancel_all = params.security.allow_cancel_all
+                                               goal_callback=lambda _g: GoalResponse.ACCEPT,
+                                               cancel_callback=self._on_cancel_request,
+                                               callback_group=self._goals_cb,
+                                               result_timeout=FinishLaterActionServer.RESULT_TIMEOUT_S,
+                                               **action_qos_kwargs("server"))
+        self._server.allow_cancel_all = self.params.security.allow_cancel_all
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
         self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self._goals_cb)
         operator_ros.attach(self)  # planner/stop_robots, planner/approve (operator_ros.py)
         self.create_timer(1.0, self._publish_diagnostics)
-        # the planner's lease (core/link.py): robots running a goal hear from it at least every
-        # lease_s / 3 (a segment, a stop or a heartbeat), else their adapters stop them
-        self._last_sent: dict[str, float] = {}
-        if params.security.lease_s > 0:
-            self.create_timer(params.security.lease_s / 6, self._heartbeat)
         self.create_timer(FinishLaterActionServer.STATUS_PERIOD_S, self._server.flush_status,
                           callback_group=self._goals_cb)
 
@@ -387,13 +176,15 @@ class PlannerNode(LifecycleNode):
             if keystore is not None:
                 for r in self.params.robots:
                     keystore.key(r.id)  # a missing key stops here, with the sentence naming `timely-fleet keys`
-            self._signer = LinkSigner(keystore, sec.mode)
-            self._verifier = LinkVerifier(keystore, sec.mode)
-            self.service = PlannerService(self.params, self, **args)
+            signer, verifier = LinkSigner(keystore, sec.mode), LinkVerifier(keystore, sec.mode)
+            service = PlannerService(self.params, self, **args)
         except Exception as e:  # noqa: BLE001 - the transition fails with the reason logged
             self.get_logger().error(f"configure failed: {safe_text(str(e) or repr(e), 500)}")
             return TransitionCallbackReturn.FAILURE
-        self.service.start()
+        self._signer, self._verifier, self._link_dropped_reported = signer, verifier, 0
+        self._create_entities()
+        self.service = service
+        service.start()
         pp = self.params.planner
         self.get_logger().info(f"planner configured: policy={pp.policy}, engine={pp.engine.kind}, "
                                f"robots={', '.join(r.id for r in self.params.robots)}")
@@ -413,22 +204,60 @@ class PlannerNode(LifecycleNode):
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._close_service("planner cleaned up")
+        self._release("planner cleaned up")
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._close_service("planner node shutting down")
+        self._release("planner node shutting down")
         return TransitionCallbackReturn.SUCCESS
 
-    def _close_service(self, reason: str) -> None:
+    def close(self) -> None:
+        """Node shutdown outside a lifecycle transition: what ``on_shutdown`` does."""
+        self._release("planner node shutting down")
+
+    def _release(self, reason: str) -> None:
+        """End every goal with ``reason`` and free the engine, then destroy what configure created
+        (goals ending here still publish their results and robot stops)."""
         with self._lock:
             service, self.service = self.service, None
         if service is not None:
             service.close(reason)
+        self._destroy_entities()
 
-    def close(self) -> None:
-        """End every goal and free the engine (node shutdown outside a lifecycle transition)."""
-        self._close_service("planner node shutting down")
+    def _create_entities(self) -> None:
+        """The configured node's topics and lease timer. Plain publishers, not lifecycle ones:
+        goals that end at deactivate or cleanup still publish their results and robot stops."""
+        params = self.params
+        robot_ids = [r.id for r in params.robots]
+        # one publisher on the shared robot_segments topic for every robot (per robot with security.per_robot_topics)
+        self._seg_pubs = segment_publishers(self, SkillSegment, robot_ids, params.security.per_robot_topics)
+        self._stats_pub = self.create_publisher(PlannerStats, STATS_TOPIC, 10)
+        self._goal_pub = self.create_publisher(GoalRecord, GOALS_TOPIC, STATUS_QOS)
+        self._result_pub = self.create_publisher(GoalResult, RESULTS_TOPIC, STATUS_QOS)
+        if params.security.per_robot_topics:  # one topic per robot: access control can tell them apart
+            self._status_subs = [
+                draining_subscription(self.status_node, RobotStatus, status_topic(rid),
+                                      lambda m, rid=rid: self._on_status_raw(m, rid), STATUS_READER_QOS, raw=True)
+                for rid in robot_ids]
+        else:
+            self._status_subs = [draining_subscription(self.status_node, RobotStatus, STATUS_TOPIC,
+                                                       self._on_status_raw, STATUS_READER_QOS, raw=True)]
+        # the planner's lease (core/link.py): robots running a goal hear from it at least every
+        # lease_s / 3 (a segment, a stop or a heartbeat), else their adapters stop them
+        if params.security.lease_s > 0:
+            self._heartbeat_timer = self.create_timer(params.security.lease_s / 6, self._heartbeat)
+
+    def _destroy_entities(self) -> None:
+        """Destroy what :meth:`_create_entities` created (nothing while the node is unconfigured)."""
+        # a set: every robot may share one segment publisher
+        for pub in {*self._seg_pubs.values(), self._stats_pub, self._goal_pub, self._result_pub} - {None}:
+            self.destroy_publisher(pub)
+        for sub in self._status_subs:
+            self.status_node.destroy_subscription(sub)
+        if self._heartbeat_timer is not None:
+            self.destroy_timer(self._heartbeat_timer)
+        self._seg_pubs, self._status_subs = {}, []
+        self._stats_pub = self._goal_pub = self._result_pub = self._heartbeat_timer = None
 
     def destroy_node(self) -> None:
         status_node = getattr(self, "status_node", None)  # absent if the constructor failed early

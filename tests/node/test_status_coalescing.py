@@ -1,4 +1,4 @@
-"""The action's status array is published coalesced (node.py FinishLaterActionServer): at most
+"""The action's status array is published coalesced (action_server.py FinishLaterActionServer): at most
 ~10 arrays per second plus one per round of goal requests, instead of rclpy's one per state
 change of every goal (3 per goal), each holding every goal of the last result_timeout. Seen by an
 independent subscriber of ``plan_task/_action/status``; every goal still ends SUCCEEDED there."""
@@ -107,7 +107,7 @@ def test_finished_goals_expire_result_timeout_after_their_end(ros_context, monke
     ``result_timeout`` after their end (a result asked for after that is UNKNOWN: see
     test_result_requests_known_and_unknown_goals)."""
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.node import FinishLaterActionServer
+    from llm_planner_node.ros.action_server import FinishLaterActionServer
     from llm_planner_node.config.params import parse_params
     from llm_planner_node.up import running_fleet
 

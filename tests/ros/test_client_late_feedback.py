@@ -19,7 +19,7 @@ def test_feedback_sent_after_the_result_still_reaches_the_goal_handle(ros_contex
     from timely_fleet.msg import SegmentReport
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.node import FinishLaterActionServer
+    from llm_planner_node.ros.action_server import FinishLaterActionServer
     from llm_planner_node.ros.messages import action_qos_kwargs
 
     server_node = Node("late_feedback_server", context=ros_context)

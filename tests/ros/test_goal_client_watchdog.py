@@ -26,7 +26,7 @@ class _Scripted:
         from rclpy.node import Node
         from timely_fleet.action import PlanTask
 
-        from llm_planner_node.ros.node import FinishLaterActionServer
+        from llm_planner_node.ros.action_server import FinishLaterActionServer
         from llm_planner_node.ros.messages import action_qos_kwargs
 
         outer = self
@@ -117,7 +117,7 @@ def test_goals_that_fail_their_field_checks_are_served_before_a_burst(ros_contex
     from timely_fleet.action import PlanTask
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.node import FinishLaterActionServer
+    from llm_planner_node.ros.action_server import FinishLaterActionServer
     from llm_planner_node.ros.messages import action_qos_kwargs
 
     order: list[str] = []

@@ -9,9 +9,10 @@ import shutil
 import pytest
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-from llm_planner_node.engines.factory import prompt_builder_for, vllm_prompt_builder
+from llm_planner_node.engines.factory import prompt_builder_for
 from llm_planner_node.config.params import EngineParams
 from llm_planner_node.planner_model import DEFAULT_MODEL_PATH
+from llm_planner_node.prompts.builders import vllm_prompt_builder
 from llm_planner_node.prompts.prompt import (PromptOptions, build_chat_prompt_ids, build_prompt, chat_messages,
                                                    has_chat_template)
 

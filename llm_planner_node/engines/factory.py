@@ -1,11 +1,11 @@
 """Build the node's engine from its parameters (vLLM in process, remote vLLM servers, or the
-simulated engine in real time, :class:`~.sim_engine.RealtimeSimEngine`), the prompt builder of
-its model, and the live length predictor of a policy.
+simulated engine in real time, :class:`~.sim_engine.RealtimeSimEngine`), the prompt builder that
+goes with it, and the live length predictor of a policy.
 
 The simulated engine (``engine.kind: sim``) lets the node run without a model: a goal's plan is
-the plan of the instruction the shipped planner knows (:func:`sim_prompt_builder`; an unknown
-instruction is rejected with the list of what it can plan), and iterations take the calibrated
-time of the simulated GPU, in wall-clock time.
+the plan of the instruction the shipped planner knows (:func:`~.sim_prompts.sim_prompt_builder`;
+an unknown instruction is rejected with the list of what it can plan), and iterations take the
+calibrated time of the simulated GPU, in wall-clock time.
 """
 
 from __future__ import annotations
@@ -17,130 +17,8 @@ from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.policies import LIVE_PREDICTORS
 from llm_planner_node.config.params import CONSTRAINED_DECODING, SIM_ENGINES, EngineParams, PlannerParams
 from llm_planner_node.engines.sim_engine import RealtimeSimEngine
-
-
-#: Longest instruction / plan list quoted in a rejection message (characters).
-MAX_QUOTED_INSTRUCTION = 80
-MAX_PLAN_LIST = 600
-
-
-def _sim_prompt_from_plan(plan: str, robot_kind: str, skill_set_id: str) -> object:
-    """A simulated plan from a corpus plan's text, cut by the robot's segmenter (the segments the
-    shipped model's plan would give on vLLM), ~2 characters per token as in the LRTrace traces."""
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-    from llm_planner_node.segmenters import get_segmenter, segment_all
-    from llm_planner_node.engines.sim_traces import ARM_PREFIX_TOKENS, DRONE_PREFIX_TOKENS, TASK_TOKENS, _tokens
-    from llm_planner_node.engines.sim_engine import SimPrompt, SimSegment
-
-    skills = DEFAULT_SKILL_SETS[skill_set_id]
-    segs = segment_all(get_segmenter(robot_kind, skills), [plan])
-    out = [SimSegment(s.text, _tokens(s.text) + (1 if i == len(segs) - 1 else 0), tuple(s.calls))
-           for i, s in enumerate(segs)]
-    prefix = ARM_PREFIX_TOKENS if robot_kind == "arm" else DRONE_PREFIX_TOKENS
-    return SimPrompt(prefix, TASK_TOKENS, tuple(out), skills.id)
-
-
-def _sim_chat_prompt(instruction: str, story: str) -> object:
-    """A chat goal of the simulated engine: the story in sentences, as the chat workload does."""
-    import math
-
-    from llm_planner_node.core.skills import CHAT
-    from llm_planner_node.engines.sim_stories import CHAT_PREFIX_TOKENS, TOKENS_PER_WORD, chat_segments
-    from llm_planner_node.engines.sim_engine import SimPrompt
-
-    task_tokens = max(1, math.ceil(TOKENS_PER_WORD * len(instruction.split()))) + 16
-    return SimPrompt(CHAT_PREFIX_TOKENS, task_tokens, chat_segments(story, "sentence"), CHAT.id)
-
-
-def _chat_workload_story(instruction: str) -> str | None:
-    """The chat workload's requests ("Write a short story: <prompt>", ``evaluation/traces.py``):
-    a story composed from the prompt, the same for the same prompt."""
-    import numpy as np
-
-    from llm_planner_node.engines.sim_stories import CHAT_PROMPTS, compose_story
-    from llm_planner_node.planner_model.known import normalize_instruction
-
-    key = normalize_instruction(instruction)
-    for i, p in enumerate(CHAT_PROMPTS):
-        if key == normalize_instruction(f"Write a short story: {p}"):
-            return compose_story(np.random.default_rng([i, 7]))[1]
-    return None
-
-
-def sim_no_plan_message(instruction: str, robot_kind: str) -> str:
-    """Why the simulated engine rejects an instruction: what it can plan for the robot's kind."""
-    from llm_planner_node.planner_model.known import PLAN_KIND, describe_chat_family, kind_of_known, known_instructions
-
-    shown = instruction if len(instruction) <= MAX_QUOTED_INSTRUCTION else instruction[:MAX_QUOTED_INSTRUCTION - 3] + "..."
-    kind = PLAN_KIND.get(robot_kind)
-    known = known_instructions()
-    if kind is None:
-        return (f"the simulated engine has no plans for robot kind '{robot_kind}' "
-                f"(it plans for {', '.join(sorted(PLAN_KIND))} robots)")
-    other = kind_of_known(instruction)
-    why = f"; that is a{'n' if other == 'arm' else ''} {other} task" if other and other != kind else ""
-    listed = ", ".join(f'"{i}"' for i in known[kind])
-    if len(listed) > MAX_PLAN_LIST:
-        listed = listed[:MAX_PLAN_LIST - 4].rsplit(", ", 1)[0] + ", ..."
-    more = (f", or any {describe_chat_family()}" if kind == "chat"
-            else ", or a paraphrase from the planner's training corpus")
-    return (f"the simulated engine has no plan for \"{shown}\" on a {robot_kind} robot{why}; "
-            f"it plans: {listed}{more} (README: What the shipped planner knows)")
-
-
-def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
-    """The simulated plan for a goal, only for an instruction the shipped planner knows
-    (:func:`llm_planner_node.planner_model.known.find_known`; case, punctuation and whitespace do
-    not matter):
-
-    * a canonical LRTrace instruction or the LRTrace task's name ("desk cleaning") -> that
-      trace's plan (``sim/traces.py``, the calibrated LRTrace plans);
-    * a paraphrase from the planner's training corpus -> the corpus plan for it, segmented;
-    * a chat story instruction -> the corpus story in sentences; the chat workload's
-      "Write a short story: <prompt>" requests -> a story composed from the prompt.
-
-    Anything else raises ValueError with the instructions it can plan (the node rejects the goal
-    with that message); it never runs another task's plan.
-    """
-    from llm_planner_node.planner_model.known import PLAN_KIND, find_known, normalize_instruction
-    from llm_planner_node.engines.sim_traces import TRACES
-
-    kind = PLAN_KIND.get(robot_kind)
-    key = normalize_instruction(instruction)
-    if kind in ("drone", "arm"):
-        for t in TRACES.values():
-            if t.robot_kind == kind and normalize_instruction(t.description) == key:
-                return t.prompt
-    ex = find_known(instruction, robot_kind) if kind is not None else None
-    if ex is not None:
-        if ex.robot_kind == "chat":
-            return _sim_chat_prompt(instruction, ex.plan)
-        if ex.canonical and ex.task_id in TRACES:
-            return TRACES[ex.task_id].prompt
-        return _sim_prompt_from_plan(ex.plan, ex.robot_kind, skill_set_id)
-    if kind == "chat":
-        story = _chat_workload_story(instruction)
-        if story is not None:
-            return _sim_chat_prompt(instruction, story)
-    raise ValueError(sim_no_plan_message(instruction, robot_kind))
-
-
-def scripted_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str,
-                            objects: tuple[str, ...] = ()) -> object:
-    """The scripted engine (``engine.kind: scripted``): the instruction *is* the plan the engine
-    writes, cut by the robot's segmenter and generated at the simulated engine's speed, so given
-    plans (adversarial ones: deep loops, long plans, moves out of a fence) reach the real planner
-    and adapters. A text the segmenter refuses is rejected with its reason."""
-    from llm_planner_node.segmenters.base import PlanError
-
-    if robot_kind == "chat":
-        return _sim_chat_prompt(instruction, instruction)
-    try:
-        return _sim_prompt_from_plan(instruction, robot_kind, skill_set_id)
-    except PlanError as e:
-        raise ValueError(f"the scripted engine cannot write this plan: {e}") from None
-
-
+from llm_planner_node.engines.sim_prompts import scripted_prompt_builder, sim_prompt_builder
+from llm_planner_node.prompts.builders import chat_template_prompt_builder, vllm_prompt_builder
 
 
 def predictor_for(policy: Any, params: EngineParams) -> Any:
@@ -189,45 +67,6 @@ def engine_factory(params: EngineParams | PlannerParams, clock: Clock, *,
 
         return lambda: build_remote_engine(params, clock, constrained_decoding=mode)
     raise ValueError(f"unknown engine kind {params.kind!r} (vllm, remote or sim)")
-
-
-def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
-    """The shipped planner model's prompt for a goal (skill set + guidance + examples + task; it
-    was trained without object lists)."""
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-    from llm_planner_node.prompts.prompt import build_prompt
-
-    return build_prompt(instruction, robot_kind, DEFAULT_SKILL_SETS[skill_set_id])
-
-
-def chat_template_prompt_builder(model_path: str, options: Any = None) -> Callable[..., object] | None:
-    """For a Hugging Face model whose tokenizer has a chat template: a builder that renders the
-    goal as chat messages (system: skills, rules, known objects; retrieved examples; user: the
-    instruction; ``planner_model/prompt.py``) to token ids with that template. None if the
-    tokenizer has no chat template. ``options``: a :class:`~..planner_model.prompt.PromptOptions`."""
-    from transformers import AutoTokenizer
-
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-    from llm_planner_node.prompts.prompt import PromptOptions, build_chat_prompt_ids, has_chat_template
-
-    options = options or PromptOptions()
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    if not has_chat_template(tokenizer):
-        return None
-    cache: dict[tuple[str, str, str, tuple[str, ...]], tuple[int, ...]] = {}
-
-    def build(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
-        key = (instruction, robot_kind, skill_set_id, tuple(objects))
-        ids = cache.get(key)
-        if ids is None:
-            ids = cache[key] = tuple(build_chat_prompt_ids(tokenizer, instruction, robot_kind,
-                                                           DEFAULT_SKILL_SETS[skill_set_id], objects=tuple(objects),
-                                                           options=options))
-            while len(cache) > 256:
-                cache.pop(next(iter(cache)))
-        return list(ids)
-
-    return build
 
 
 def prompt_builder_for(params: EngineParams) -> Callable[..., object]:

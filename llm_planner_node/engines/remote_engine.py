@@ -15,10 +15,9 @@ One generation on a server (OpenAI-compatible ``POST /v1/completions``, streamed
   every streamed chunk carries its token ids, and, with constrained decoding, the plan grammar
   as ``structured_outputs: {"grammar": <EBNF>}`` (xgrammar on the server).
 - Token ids from the stream go through the **same** segment-boundary detection as the in-process
-  engine (this class reuses :class:`.vllm_engine.VllmEngine`'s ``_consume`` / ``_emit_segment`` /
-  ``_finish`` / ``_fail``: incremental detokeniser, segmenter, grammar bookkeeping). At a boundary
-  with ``suspend_at_segments`` the stream is closed (vLLM aborts a request whose client went
-  away) and the token ids are kept.
+  engine (both hold a :class:`~llm_planner_node.engines.stream.GenerationStreams`: incremental
+  detokeniser, segmenter, grammar bookkeeping). At a boundary with ``suspend_at_segments`` the
+  stream is closed (vLLM aborts a request whose client went away) and the token ids are kept.
 - ``resume``: a new completion from ``prompt ids + generated ids`` with the *resume grammar* of
   what was generated (``grammar.GrammarState``), so segmented == unsegmented token for token.
 - ``num_cached_tokens``: the server reports it (``usage.prompt_tokens_details.cached_tokens``,
@@ -67,12 +66,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.engine_api import FailedEvent, GenerationSpec
-from llm_planner_node.prompts.grammar import Derivatives
 from llm_planner_node.config.params import EngineParams
-from llm_planner_node.engines.vllm_engine import (SegmenterFactory, VllmEngine, _cancel_other_tasks, _Gen, default_grammar_factory,
-                          default_segmenter_factory, sampling_kwargs)
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.engine_api import EngineEvent, GenerationSpec
+from llm_planner_node.engines.event_loop import cancel_other_tasks, start_loop, stop_loop
+from llm_planner_node.engines.stream import (Generation, GenerationStreams, GrammarFactory, SegmenterFactory,
+                                             default_grammar_factory, default_segmenter_factory)
+from llm_planner_node.engines.vllm_engine import resolve_model_path, sampling_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -257,20 +257,29 @@ class ServerError(Exception):
         self.status = status
 
 
-class RemoteEngine(VllmEngine):
+class RemoteEngine:
     """The ``remote`` backend: the core's Engine protocol over ``vllm serve`` (module docstring)."""
 
     def __init__(self, params: EngineParams, clock: Clock, servers: Sequence[str] | None = None, *,
                  segmenter_factory: SegmenterFactory = default_segmenter_factory,
                  step_timeout_s: float = 0.005, startup_timeout_s: float = 120.0,
                  constrained_decoding: str = "grammar",
-                 grammar_factory: Callable[[GenerationSpec], Derivatives | None] = default_grammar_factory,
+                 grammar_factory: GrammarFactory = default_grammar_factory,
                  metrics_interval_s: float = 0.5, overload_waiting: int = 4, overload_kv: float = 0.95,
                  park_timeout_s: float = 120.0, max_failovers: int = 8, transport: Any = None) -> None:
-        # VllmEngine.__init__ would load AsyncLLM in this process: only its shared state here
         urls = list(servers if servers is not None else getattr(params, "servers", ()) or ())
         self.pool = ServerPool(urls, overload_waiting=overload_waiting, overload_kv=overload_kv)
-        self._init_state(params, clock, segmenter_factory, step_timeout_s, constrained_decoding, grammar_factory)
+        self.params = params
+        self.clock = clock
+        self.model_path = resolve_model_path(params.model)
+        self.step_timeout_s = step_timeout_s
+        self.streams = GenerationStreams(params, clock, self.model_path, constrained_decoding=constrained_decoding,
+                                         segmenter_factory=segmenter_factory, grammar_factory=grammar_factory,
+                                         stop_stream=self._stop_stream, forget=self._forget)
+        self.tokenizer = self.streams.tokenizer
+        self.eos_ids = self.streams.eos_ids
+        self._cached_tokens: list[tuple[int, int]] = []   # (cached, context) per resume, for reports
+        self.error: str | None = None
         self.metrics_interval_s = metrics_interval_s
         self.park_timeout_s = park_timeout_s
         self.max_failovers = max_failovers
@@ -286,7 +295,7 @@ class RemoteEngine(VllmEngine):
         self._client: Any = None
         self._closing = False
         self._transport = transport  # an httpx transport (tests: fake servers)
-        self._start_loop("remote-engine")
+        self._loop, self._thread = start_loop("remote-engine")
         fut = asyncio.run_coroutine_threadsafe(self._connect(startup_timeout_s), self._loop)
         try:
             fut.result(timeout=startup_timeout_s + 10)
@@ -294,13 +303,37 @@ class RemoteEngine(VllmEngine):
             self.close()
             raise
 
-    # -- Engine protocol (the rest is VllmEngine's) ----------------------------------------------
+    # -- Engine protocol ----------------------------------------------------------------------------
+    def count_prompt_tokens(self, prompt: object) -> int:
+        return len(self.streams.prompt_ids(prompt))
+
+    def add(self, spec: GenerationSpec) -> None:
+        self._call(self._start, self.streams.new_gen(spec), True)
+
+    def resume(self, gen_id: int, priority: int = 0) -> None:
+        self._call(self._resume, gen_id, priority)
+
+    def suspend(self, gen_id: int) -> None:
+        self._call(self.streams.suspend, gen_id, False)
+
+    def abort(self, gen_id: int) -> None:
+        self._call(self.streams.suspend, gen_id, True)
+
+    def step(self) -> Sequence[EngineEvent]:
+        """The events the streams produced since the last call, waiting up to ``step_timeout_s``
+        for the first one (or until :meth:`wake`)."""
+        return self.streams.events(self.step_timeout_s)
+
+    def wake(self) -> None:
+        """End the wait of a ``step`` in progress (or the next one) now."""
+        self.streams.wake()
+
     def warm_up(self, specs: Sequence[GenerationSpec], plans: Sequence[Sequence[str]] = (),
                 timeout_s: float = 120.0) -> None:
-        """:meth:`VllmEngine.warm_up` on every server up (each has its own prefix cache and
-        compiled grammars); a server that fails it is left to the metrics poll, and its first
-        goals pay the cold start."""
-        async def one(name: str, gen: _Gen, kept: list[int], grammar: str | None, server: ServerState) -> None:
+        """The in-process engine's warm-up (one token per spec and per resume grammar of the
+        plans) on every server up (each has its own prefix cache and compiled grammars); a server
+        that fails it is left to the metrics poll, and its first goals pay the cold start."""
+        async def one(name: str, gen: Generation, kept: list[int], grammar: str | None, server: ServerState) -> None:
             body = {**self._body(gen, server, gen.prompt_ids + kept), "max_tokens": 1, "stream": False,
                     "request_id": f"{name}-{server.url}"}
             body.pop("stream_options", None)
@@ -315,7 +348,7 @@ class RemoteEngine(VllmEngine):
                             server.url, type(e).__name__, e)
 
         async def all_of() -> None:
-            requests = self._warm_up_requests(specs, plans)
+            requests = self.streams.warm_up_requests(specs, plans)
             await asyncio.gather(*(one(name, gen, kept, text, server) for name, gen, kept, text in requests
                                    for server in self.pool.up()))
 
@@ -325,14 +358,21 @@ class RemoteEngine(VllmEngine):
         return self.pool.capacity_tokens() or self._capacity_default
 
     def free_kv_tokens(self) -> int:
-        return max(0, self.kv_capacity_tokens() - sum(list(self._reserved.values())))
+        return max(0, self.kv_capacity_tokens() - self.streams.reserved_tokens())
 
     def retain(self, gen_id: int, mode: str) -> str:
         """``discard``: the next resume recomputes its whole context (a fresh ``cache_salt``);
         ``preserve`` and ``swap`` -> ``cache`` (a server has no per-request pin or swap)."""
-        return super().retain(gen_id, mode)
+        return self.streams.retain(gen_id, mode)
 
     # -- reporting ---------------------------------------------------------------------------------
+    def running(self) -> int:
+        return self.streams.running()
+
+    def cache_hits(self) -> list[tuple[int, int]]:
+        """(cached tokens, context tokens) of every resume whose stream reported usage."""
+        return list(self._cached_tokens)
+
     def diagnostics(self) -> dict[str, Any]:
         """Counters for the planner's diagnostics: servers up, failovers, affinity, per server."""
         out: dict[str, Any] = dict(self.pool.counters)
@@ -364,12 +404,12 @@ class RemoteEngine(VllmEngine):
         async def shutdown() -> None:
             self._closing = True
             for _ in range(5):  # a cancelled stream may not start another, but be thorough
-                if not await _cancel_other_tasks():
+                if not await cancel_other_tasks():
                     break
             if self._client is not None:
                 await self._client.aclose()
 
-        self._stop_loop(shutdown, 10.0, "remote engine")
+        stop_loop(self._loop, self._thread, shutdown, 10.0, "remote engine")
 
     # -- start-up ----------------------------------------------------------------------------------
     def _config_capacity(self) -> int:
@@ -445,13 +485,12 @@ class RemoteEngine(VllmEngine):
             self._check_parked()
 
     # -- generations (event-loop thread) ---------------------------------------------------------
-    def _start(self, gen: _Gen, fresh: bool) -> None:
+    def _call(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._loop.call_soon_threadsafe(fn, *args)
+
+    def _start(self, gen: Generation, fresh: bool) -> None:
         gid = gen.spec.gen_id
-        if fresh:
-            self._gens[gid] = gen
-        gen.attempt += 1
-        gen.running = True
-        self._reserve(gen)
+        self.streams.start_attempt(gen, fresh)
         if fresh:
             server, why = self.pool.choose_new(), "new"
             self.pool.counters["new_generations"] += 1
@@ -459,7 +498,12 @@ class RemoteEngine(VllmEngine):
             server, why = self.pool.choose_resume(self._home.get(gid))
         self._launch(gen, server, why)
 
-    def _launch(self, gen: _Gen, server: ServerState | None, why: str, avoid: set[str] | None = None) -> None:
+    def _resume(self, gen_id: int, priority: int) -> None:
+        gen = self.streams.to_resume(gen_id, priority)
+        if gen is not None:
+            self._start(gen, False)
+
+    def _launch(self, gen: Generation, server: ServerState | None, why: str, avoid: set[str] | None = None) -> None:
         gid = gen.spec.gen_id
         if self._closing:
             return
@@ -476,7 +520,7 @@ class RemoteEngine(VllmEngine):
         task.add_done_callback(lambda _t, s=server: setattr(s, "inflight", s.inflight - 1))
         self._tasks[gid] = task
 
-    def _stop_stream(self, gen: _Gen) -> None:
+    def _stop_stream(self, gen: Generation) -> None:
         """Close the generation's stream (the server aborts the request); keep its token ids."""
         gid = gen.spec.gen_id
         if gen.running:
@@ -487,25 +531,13 @@ class RemoteEngine(VllmEngine):
                 task.cancel()
             self._on.pop(gid, None)
         self._parked.pop(gid, None)
-        self._reserved.pop(gid, None)
 
-    def _suspend(self, gen_id: int, drop: bool) -> None:
-        super()._suspend(gen_id, drop)
-        if drop:
-            self._home.pop(gen_id, None)
-            self._failovers.pop(gen_id, None)
-
-    def _finish(self, gen: _Gen, finish_reason: str | None, now: float) -> None:
-        super()._finish(gen, finish_reason, now)
+    def _forget(self, gen_id: int) -> None:
+        """Drop the server bookkeeping of a generation that finished, failed or was aborted."""
         for d in (self._home, self._on, self._failovers, self._tasks):
-            d.pop(gen.spec.gen_id, None)
+            d.pop(gen_id, None)
 
-    def _fail(self, gen: _Gen, error: str, *, invalid_plan: bool = False) -> None:
-        super()._fail(gen, error, invalid_plan=invalid_plan)
-        for d in (self._home, self._failovers):
-            d.pop(gen.spec.gen_id, None)
-
-    def _body(self, gen: _Gen, server: ServerState, context: list[int]) -> dict[str, Any]:
+    def _body(self, gen: Generation, server: ServerState, context: list[int]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": server.model, "prompt": context, "max_tokens": max(1, gen.spec.max_tokens - len(gen.kept)),
             "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True,
@@ -518,7 +550,7 @@ class RemoteEngine(VllmEngine):
         }
         if server.priority_ok and gen.priority:
             body["priority"] = int(gen.priority)
-        grammar = self._grammar_text(gen)
+        grammar = self.streams.grammar_text(gen)
         if grammar is not None:
             body["structured_outputs"] = {"grammar": grammar}
         if gen.recompute:
@@ -526,7 +558,7 @@ class RemoteEngine(VllmEngine):
             gen.recompute = False
         return body
 
-    async def _stream(self, gen: _Gen, attempt: int, server: ServerState) -> None:
+    async def _stream(self, gen: Generation, attempt: int, server: ServerState) -> None:
         import httpx
 
         gid = gen.spec.gen_id
@@ -554,19 +586,19 @@ class RemoteEngine(VllmEngine):
             status = getattr(e, "status", None)
             if status is not None and status < 500:  # the request itself is wrong: this goal fails
                 self.error = f"server {server.url}: {e}"
-                self._fail(gen, f"inference server refused the request: {e}")
+                self.streams.fail(gen, f"inference server refused the request: {e}")
                 return
             await self._stream_broke(gen, server, f"{type(e).__name__}: {e}")
         except Exception as e:  # noqa: BLE001 - anything else ends this goal with the reason
             if gen.attempt == attempt and gen.running:
                 log.exception("remote generation %d failed", gid)
                 self.error = f"{type(e).__name__}: {e}"
-                self._fail(gen, f"inference engine failed: {self.error}")
+                self.streams.fail(gen, f"inference engine failed: {self.error}")
         finally:
             if self._tasks.get(gid) is asyncio.current_task():
                 self._tasks.pop(gid, None)
 
-    async def _run_stream(self, gen: _Gen, attempt: int, server: ServerState, body: dict[str, Any],
+    async def _run_stream(self, gen: Generation, attempt: int, server: ServerState, body: dict[str, Any],
                           context_len: int, resumed: bool) -> None:
         held: tuple[list[int], str] | None = None  # the last chunk, waiting for the usage chunk
         async with self._client.stream("POST", f"{server.url}/v1/completions", json=body) as r:
@@ -599,7 +631,7 @@ class RemoteEngine(VllmEngine):
                     if reason is not None:
                         held = (new, reason)  # the usage chunk follows at once
                         continue
-                    if new and self._consume(gen, new, self.clock.now(), None, False):
+                    if new and self.streams.consume(gen, new, self.clock.now(), None, False):
                         return  # suspended at a boundary (or failed): the stream closes here
         if gen.attempt != attempt:
             return
@@ -607,18 +639,18 @@ class RemoteEngine(VllmEngine):
             raise ServerError("the stream ended before the generation did", None)
         self._end(gen, held, None, context_len, resumed)
 
-    def _end(self, gen: _Gen, held: tuple[list[int], str], cached: int | None, context_len: int,
+    def _end(self, gen: Generation, held: tuple[list[int], str], cached: int | None, context_len: int,
              resumed: bool) -> None:
         new, reason = held
         now = self.clock.now()
         if cached is not None and resumed:
             self._cached_tokens.append((cached, context_len))
-        if new and self._consume(gen, new, now, cached, True):
+        if new and self.streams.consume(gen, new, now, cached, True):
             return
-        self._finish(gen, reason, now)
+        self.streams.finish(gen, reason, now)
 
     # -- failures ----------------------------------------------------------------------------------
-    async def _stream_broke(self, gen: _Gen, server: ServerState, why: str) -> None:
+    async def _stream_broke(self, gen: Generation, server: ServerState, why: str) -> None:
         """A stream broke: if the server is gone, everything on it fails over; else this one does."""
         import httpx
 
@@ -635,13 +667,13 @@ class RemoteEngine(VllmEngine):
 
     def _server_down(self, server: ServerState, why: str) -> None:
         moving = [g for gid, url in list(self._on.items()) if url == server.url
-                  for g in [self._gens.get(gid)] if g is not None and g.running]
+                  for g in [self.streams.gens.get(gid)] if g is not None and g.running]
         log.warning("remote engine: server %s is down (%s); %d running generation(s) fail over", server.url, why,
                     len(moving))
         for gen in moving:
             self._failover(gen, server.url, why)
 
-    def _failover(self, gen: _Gen, from_url: str, why: str) -> None:
+    def _failover(self, gen: Generation, from_url: str, why: str) -> None:
         """Resume ``gen`` on another server from its kept token ids (re-prefill there)."""
         gid = gen.spec.gen_id
         task = self._tasks.pop(gid, None)
@@ -650,7 +682,7 @@ class RemoteEngine(VllmEngine):
         self._on.pop(gid, None)
         n = self._failovers[gid] = self._failovers.get(gid, 0) + 1
         if n > self.max_failovers:
-            self._fail(gen, f"inference servers failed {n - 1} times under this generation (last: {why})")
+            self.streams.fail(gen, f"inference servers failed {n - 1} times under this generation (last: {why})")
             return
         gen.attempt += 1
         target = self.pool.choose_new(exclude={from_url})
@@ -664,7 +696,7 @@ class RemoteEngine(VllmEngine):
     def _check_parked(self) -> None:
         now = self.clock.now()
         for gid, (since, avoid) in list(self._parked.items()):
-            gen = self._gens.get(gid)
+            gen = self.streams.gens.get(gid)
             if gen is None or not gen.running:
                 self._parked.pop(gid, None)
                 continue
@@ -674,7 +706,7 @@ class RemoteEngine(VllmEngine):
                 self._launch(gen, target, "unparked")
             elif now - since > self.park_timeout_s:
                 self._parked.pop(gid, None)
-                self._fail(gen, f"no inference server was up for {self.park_timeout_s:.0f} s")
+                self.streams.fail(gen, f"no inference server was up for {self.park_timeout_s:.0f} s")
 
 
 def build_remote_engine(params: EngineParams, clock: Clock, *, constrained_decoding: str = "grammar") -> RemoteEngine:

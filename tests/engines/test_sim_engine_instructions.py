@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from llm_planner_node.core.clock import VirtualClock
-from llm_planner_node.engines.factory import sim_prompt_builder
+from llm_planner_node.engines.sim_prompts import sim_prompt_builder
 from llm_planner_node.engines.sim_engine import SimEngine, SimPrompt
 from llm_planner_node.planner_model.corpus import TASKS, chat_story
 from llm_planner_node.planner_model.known import known_instructions

@@ -83,7 +83,7 @@ def test_no_invalid_plan_with_the_grammar_on_the_held_out_set(engine):
     requests outside the safe ranges): under the grammar no plan is INVALID_PLAN and the robot
     adapter's own validation accepts every segment (bench grammar measures the rest)."""
     from llm_planner_node.tools.bench.grammar_bench import run_items, summarize
-    from llm_planner_node.engines.factory import vllm_prompt_builder
+    from llm_planner_node.prompts.builders import vllm_prompt_builder
     from llm_planner_node.planner_model.heldout import check_unseen, load_heldout
 
     items = load_heldout()

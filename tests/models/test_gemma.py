@@ -192,7 +192,7 @@ def test_conversion_is_gemma3_text_with_bos_template_and_stop_token(gemma, monke
         "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n")
     # the planner's prompt builder: the system message folded into the first user turn, one <bos>
     from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
-    from llm_planner_node.engines.factory import chat_template_prompt_builder
+    from llm_planner_node.prompts.builders import chat_template_prompt_builder
 
     ids = chat_template_prompt_builder(str(path))("go up one meter and then land", "drone",
                                                    DEFAULT_SKILL_SET_FOR_KIND["drone"])

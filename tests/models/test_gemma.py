@@ -198,7 +198,7 @@ def test_conversion_is_gemma3_text_with_bos_template_and_stop_token(gemma, monke
                                                    DEFAULT_SKILL_SET_FOR_KIND["drone"])
     assert ids[:3] == [2, 105, tok.convert_tokens_to_ids("user")] and ids.count(2) == 1
     text = tok.decode(ids)
-    assert "Skills:" in text and "move_up(" in text and text.endswith("go up one meter and then land<end_of_turn>\n"
+    assert "Skills:" in text and "move_up(" in text and text.endswith("go up 100 cm and then land<end_of_turn>\n"
                                                                        "<start_of_turn>model\n")
     assert "<start_of_turn>system" not in text
     # a pretrained base model: it completes text (not byte soup) and knows 2+2

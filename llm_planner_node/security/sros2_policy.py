@@ -45,6 +45,9 @@ PLANNER_NODE = "llm_planner"
 OPERATOR_NODE = "timely_fleet_operator"
 ACTION_NAME = "plan_task"
 PLANNER_TOPICS = ("planner/goals", "planner/results", "planner/stats")
+#: The planner's services: cancel a goal by id, the operator's stop and approval (ros/node.py,
+#: ros/operator.py). The planner replies; the operator enclave may request them.
+PLANNER_SERVICES = ("planner/cancel_goal", "planner/stop_robots", "planner/approve")
 DIAGNOSTICS_TOPIC = "/diagnostics"
 POLICY_VERSION = "0.2.0"
 
@@ -140,6 +143,7 @@ def add_planner_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespac
            publish="ALLOW")
     _rules(p, "topics", "topic", [status_topic(r) for r in ids], subscribe="ALLOW")
     _rules(p, "actions", "action", [ACTION_NAME], execute="ALLOW")
+    _rules(p, "services", "service", PLANNER_SERVICES, reply="ALLOW")
 
 
 def add_robot_enclave(enclaves: ET.Element, robot_id: str, namespace: str = "") -> None:
@@ -158,7 +162,8 @@ def add_operator_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespa
     _rules(p, "topics", "topic", watched, subscribe="ALLOW")
     _rules(p, "actions", "action", [ACTION_NAME], call="ALLOW")
     planner_services = [f"{PLANNER_NODE}/{s[2:]}" for s in PARAMETER_SERVICES + LIFECYCLE_SERVICES]
-    _rules(p, "services", "service", planner_services, request="ALLOW")  # ros2 param / ros2 lifecycle
+    # ros2 param / ros2 lifecycle, and `timely-fleet stop|approve|deny` and goal cancels by id
+    _rules(p, "services", "service", planner_services + list(PLANNER_SERVICES), request="ALLOW")
 
 
 def new_policy() -> tuple[ET.Element, ET.Element]:

@@ -130,6 +130,10 @@ def test_sros2_writes_valid_policies_with_one_enclave_per_robot(tmp_path, namesp
     assert {f"robots/{r}/status" for r in ROBOTS} <= planner["subscribe"]
     assert {"planner/goals", "planner/results", "planner/stats", "/diagnostics"} <= planner["publish"]
     assert planner["execute"] == {"plan_task"}
+    # the planner answers cancels, stops and approvals; only the operator may ask
+    assert planner["reply"] >= {"planner/cancel_goal", "planner/stop_robots", "planner/approve"}
+    operator = topics_of(fleet, f"{prefix}/operator")
+    assert {"planner/cancel_goal", "planner/stop_robots", "planner/approve"} <= operator["request"]
     for r in ROBOTS:
         robot = topics_of(fleet, f"{prefix}/robots/{r}")
         assert f"robots/{r}/segments" in robot["subscribe"] and f"robots/{r}/status" in robot["publish"]
@@ -200,6 +204,10 @@ def test_policy_topic_names_are_the_nodes_topic_names():
     assert ros_messages.segments_topic("alpha_1") == sp.segments_topic("alpha_1")
     assert ros_messages.ACTION_NAME == sp.ACTION_NAME
     assert (ros_messages.GOALS_TOPIC, ros_messages.RESULTS_TOPIC, ros_messages.STATS_TOPIC) == sp.PLANNER_TOPICS
+    from llm_planner_node.ros.operator import APPROVE_SERVICE, STOP_SERVICE
+
+    assert ("planner/cancel_goal", STOP_SERVICE, APPROVE_SERVICE) == sp.PLANNER_SERVICES
+    assert '"planner/cancel_goal"' in (ROOT / "llm_planner_node" / "ros" / "node.py").read_text()
     if not hasattr(ros_messages, "status_topic"):
         pytest.skip("ros_messages has no per-robot status_topic yet (statuses still on one shared topic)")
     assert ros_messages.status_topic("alpha_1") == sp.status_topic("alpha_1")

@@ -1,5 +1,6 @@
 """The outcome vocabulary, one home for every layer: how a generation ended (what engines report),
-the states a robot's adapter reports, and the action result statuses by name.
+why a goal was refused before it reached the core, the states a robot's adapter reports, and the
+action result statuses by name.
 
 The core's own end of a request is :class:`~.task_model.EndKind`; ``ros_messages.STATUS_OF`` maps
 it to :class:`ActionStatus` (the ``PlanTask`` result constants) in one place.
@@ -17,6 +18,34 @@ class FinishReason(str, Enum):
 
     EOS = "eos"
     MAX_TOKENS = "max_tokens"
+
+
+class RejectReason(str, Enum):
+    """Why the planner refused a goal at intake (the ``PlanTask`` result is REJECTED; its message
+    gives the details)."""
+
+    FIELD = "field"                  # a field empty, too long or over a limit (instruction, ids, max_tokens)
+    UNKNOWN_ROBOT = "unknown_robot"  # no such robot in the fleet
+    WRONG_ROBOT = "wrong_robot"      # the robot is of another kind or runs another skill set
+    TUF = "tuf"                      # the time-utility function is invalid
+    NOT_ACTIVE = "not_active"        # the planner's lifecycle state takes no goals
+    ENGINE_DOWN = "engine_down"      # the inference engine is down
+    OVERLOADED = "overloaded"        # too many goals in flight
+    ROBOT_BUSY = "robot_busy"        # the robot still runs another goal
+    PROMPT = "prompt"                # the prompt builder refused the instruction
+    CORE = "core"                    # the core refused the goal (it can never run)
+
+
+class Rejection(str):
+    """A refusal: the message the result carries (a ``str``, as everything downstream reads it)
+    with its :class:`RejectReason`."""
+
+    reason: RejectReason
+
+    def __new__(cls, reason: RejectReason, message: str) -> "Rejection":
+        obj = super().__new__(cls, message)
+        obj.reason = reason
+        return obj
 
 
 class RobotState(IntEnum):

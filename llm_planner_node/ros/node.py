@@ -46,7 +46,7 @@ from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus, 
 from timely_fleet.srv import CancelPlan
 
 from llm_planner_node.ros import operator as operator_ros
-from llm_planner_node.core.outcomes import STATUS_NAMES
+from llm_planner_node.core.outcomes import STATUS_NAMES, RejectReason, Rejection
 from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.task_model import EndKind, Request
@@ -280,8 +280,8 @@ class PlannerNode(LifecycleNode):
                       skill_set=g.skill_set, max_tokens=g.max_tokens)
         service = self.service
         if service is None:
-            self._end_goal(handle, goal_id, "the planner is not configured (lifecycle state 'unconfigured'): "
-                                            "it accepts no goals now")
+            self._end_goal(handle, goal_id, Rejection(RejectReason.NOT_ACTIVE, "the planner is not configured "
+                                            "(lifecycle state 'unconfigured'): it accepts no goals now"))
             return
         self._handles[goal_id] = handle
         if g.cancel_key_sha256:

@@ -9,6 +9,7 @@ from typing import Callable
 from llm_planner_node.config.params import SIM_ENGINES, FleetParams, RobotParams
 from llm_planner_node.core.budgets import StaticBudget
 from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.outcomes import RejectReason, Rejection
 from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.core.task_model import Goal, Request
@@ -26,7 +27,7 @@ class GoalIntake:
     def __init__(self, params: Callable[[], FleetParams], planner: Planner,
                  prompt_builder: Callable[..., object], goals: GoalRegistry, delivery: SegmentDelivery,
                  ports: PlannerPorts, clock: Clock, counters: Counter[str],
-                 post: Callable[[Callable[[], None]], None], unavailable: Callable[[], str | None],
+                 post: Callable[[Callable[[], None]], None], unavailable: Callable[[], Rejection | None],
                  max_pending: int) -> None:
         """``unavailable``: why the planner takes no goal now (its lifecycle, its engine), or None;
         ``max_pending``: goals accepted but not yet ended beyond which new goals are refused."""
@@ -46,7 +47,7 @@ class GoalIntake:
         self._pending_lock = threading.Lock()
         self._early_cancels: set[str] = set()
 
-    def validate(self, g: GoalIn) -> str | None:
+    def validate(self, g: GoalIn) -> Rejection | None:
         """Why a goal cannot be served, or None if it is fine."""
         params = self._params()
         pp = params.planner
@@ -55,41 +56,50 @@ class GoalIntake:
             ids = [r.id for r in params.robots]
             known = ", ".join(ids[:KNOWN_ROBOTS_LISTED]) + (f", ... ({len(ids)} in all)"
                                                             if len(ids) > KNOWN_ROBOTS_LISTED else "")
-            return f"unknown robot '{safe_text(g.robot_id)}' (configured robots: {known})"
+            return Rejection(RejectReason.UNKNOWN_ROBOT,
+                             f"unknown robot '{safe_text(g.robot_id)}' (configured robots: {known})")
         if g.robot_kind and g.robot_kind != robot.kind:
-            return f"robot '{g.robot_id}' is a {robot.kind}, not a {safe_text(g.robot_kind)}"
+            return Rejection(RejectReason.WRONG_ROBOT,
+                             f"robot '{g.robot_id}' is a {robot.kind}, not a {safe_text(g.robot_kind)}")
         if g.skill_set and g.skill_set not in DEFAULT_SKILL_SETS:
-            return f"unknown skill set '{safe_text(g.skill_set)}' (registered: {', '.join(DEFAULT_SKILL_SETS)})"
+            return Rejection(RejectReason.WRONG_ROBOT, f"unknown skill set '{safe_text(g.skill_set)}' "
+                                                       f"(registered: {', '.join(DEFAULT_SKILL_SETS)})")
         if g.skill_set and g.skill_set != robot.skill_set:
-            return f"robot '{g.robot_id}' runs skill set '{robot.skill_set}', not '{g.skill_set}'"
+            return Rejection(RejectReason.WRONG_ROBOT,
+                             f"robot '{g.robot_id}' runs skill set '{robot.skill_set}', not '{g.skill_set}'")
         why = tuf_problem(g.ert_s, g.alpha, g.beta)
         if why is not None:
-            return why
+            return Rejection(RejectReason.TUF, why)
         text = g.instruction.strip()
         if not text:
-            return "instruction is empty"
+            return Rejection(RejectReason.FIELD, "instruction is empty")
         if len(text) > pp.max_instruction_chars:
-            return f"instruction has {len(text)} characters, the limit is {pp.max_instruction_chars}"
+            return Rejection(RejectReason.FIELD,
+                             f"instruction has {len(text)} characters, the limit is {pp.max_instruction_chars}")
         if g.max_tokens > 4 * pp.max_tokens:
-            return f"max_tokens {g.max_tokens} exceeds the node's limit {4 * pp.max_tokens}"
+            return Rejection(RejectReason.FIELD, f"max_tokens {g.max_tokens} exceeds the node's limit {4 * pp.max_tokens}")
         return None
 
-    def precheck(self, g: GoalIn) -> str | None:
+    def precheck(self, g: GoalIn) -> Rejection | None:
         """The goal's field checks (lengths, then :meth:`validate`): why it is refused whatever
         the planner's state, or None. Reads only the fields, so a PlanTask.Goal will do."""
         if len(g.robot_id) > MAX_ID_CHARS:
-            return f"robot_id has {len(g.robot_id)} characters, the limit is {MAX_ID_CHARS}"
+            return Rejection(RejectReason.FIELD, f"robot_id has {len(g.robot_id)} characters, the limit is {MAX_ID_CHARS}")
         if len(g.skill_set) > MAX_ID_CHARS or len(g.robot_kind) > MAX_ID_CHARS or len(g.task_type) > MAX_ID_CHARS:
-            return f"robot_kind, task_type and skill_set are limited to {MAX_ID_CHARS} characters"
+            return Rejection(RejectReason.FIELD, f"robot_kind, task_type and skill_set are limited to {MAX_ID_CHARS} characters")
         return self.validate(g)
 
-    def submit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> str | None:
+    def submit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> Rejection | None:
         """Take a goal; the rejection reason at once, or None and later ``on_end(request)``
         (or ``on_end(reason)`` if the core refuses it)."""
         reason = self._admit(goal_id, g, on_end)
         if reason is not None:
-            self._counters["rejected"] += 1
+            self._count(reason)
         return reason
+
+    def _count(self, why: Rejection) -> None:
+        self._counters["rejected"] += 1
+        self._counters[f"rejected.{why.reason.value}"] += 1
 
     def cancel(self, goal_id: str) -> None:
         def cancel() -> None:
@@ -100,7 +110,7 @@ class GoalIntake:
                 self._planner.cancel(rid)
         self._post(cancel)
 
-    def _admit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> str | None:
+    def _admit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> Rejection | None:
         reason = self.precheck(g)
         if reason is None:
             reason = self._unavailable()
@@ -113,7 +123,7 @@ class GoalIntake:
         try:
             prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set, objects=robot.objects)
         except ValueError as e:
-            return str(e)
+            return Rejection(RejectReason.PROMPT, str(e))
         lang = language_for(robot.kind, DEFAULT_SKILL_SETS[robot.skill_set])
         goal = Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
                     prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
@@ -122,11 +132,12 @@ class GoalIntake:
                     plan_limits=pp.plan_limits.get(lang), sampling=pp.sampling.get(lang))
         with self._pending_lock:
             if self._pending >= self._max_pending:
-                return (f"planner overloaded: {self._pending} goals in flight (limit {self._max_pending}); "
-                        "try again later")
+                return Rejection(RejectReason.OVERLOADED,
+                                 f"planner overloaded: {self._pending} goals in flight (limit {self._max_pending}); "
+                                 "try again later")
             busy = self._goals.claim(g.robot_id, goal_id)
             if busy is not None:
-                return busy
+                return Rejection(RejectReason.ROBOT_BUSY, busy)
             self._pending += 1
 
         def ended(outcome: Request | str) -> None:
@@ -139,9 +150,10 @@ class GoalIntake:
                 rid = self._planner.submit(goal)
             except Exception as e:  # noqa: BLE001 - ValueError: why it can never run; else a fault
                 self._goals.release(g.robot_id, goal_id)
-                self._counters["rejected"] += 1
-                ended(str(e) if isinstance(e, ValueError)
-                      else f"the planner could not take the goal: {safe_text(repr(e), 300)}")
+                why = Rejection(RejectReason.CORE, str(e) if isinstance(e, ValueError)
+                                else f"the planner could not take the goal: {safe_text(repr(e), 300)}")
+                self._count(why)
+                ended(why)
                 return
             self._goals.add(GoalEntry(goal_id, rid, ended, StaticBudget(robot.effective_budget)))
             self._delivery.open(goal_id, g.robot_id, self._clock.now())

@@ -30,6 +30,7 @@ from llm_planner_node.core.batching import make_admission
 from llm_planner_node.core.clock import Clock, WallClock
 from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.execution_time import ExecutionTimeModel, TimeScaledEstimator
+from llm_planner_node.core.outcomes import RejectReason, Rejection
 from llm_planner_node.core.planner import Planner, PlannerConfig
 from llm_planner_node.core.policies import get_policy
 from llm_planner_node.core.task_model import Request, Segment
@@ -127,13 +128,15 @@ class PlannerService:
         self.diagnostics.forgotten(request)
         self.planner.forget(request.id)
 
-    def _unavailable(self) -> str | None:
+    def _unavailable(self) -> Rejection | None:
         """Why the planner takes no goal now (its lifecycle state, its engine), or None."""
         if not self.accepting:
-            return "the planner is not active (lifecycle state is not 'active'): it accepts no goals now"
+            return Rejection(RejectReason.NOT_ACTIVE,
+                             "the planner is not active (lifecycle state is not 'active'): it accepts no goals now")
         health = self.engine_keeper.health
         if health.state == "down":
-            return f"the inference engine is down ({health.reason}): no goal can be planned until it restarts"
+            return Rejection(RejectReason.ENGINE_DOWN, f"the inference engine is down ({health.reason}): "
+                                                       "no goal can be planned until it restarts")
         return None
 
     # -- state (diagnostics, the node) ------------------------------------------------------------
@@ -192,10 +195,10 @@ class PlannerService:
     def validate(self, g: GoalIn) -> str | None:
         return self.intake.validate(g)
 
-    def precheck(self, g: GoalIn) -> str | None:
+    def precheck(self, g: GoalIn) -> Rejection | None:
         return self.intake.precheck(g)
 
-    def submit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> str | None:
+    def submit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> Rejection | None:
         return self.intake.submit(goal_id, g, on_end)
 
     def cancel(self, goal_id: str) -> None:

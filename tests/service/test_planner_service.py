@@ -531,3 +531,34 @@ def test_a_robot_sent_nothing_yet_is_not_timed_out_while_its_whole_plan_is_gener
         assert ended[0].end is EndKind.ROBOT_TIMEOUT and time.monotonic() - dispatched >= timeout
     finally:
         svc.close()
+
+
+def test_every_rejection_carries_its_reason_and_is_counted_by_it():
+    """One vocabulary for refusals (core.outcomes.RejectReason): the message is what the result
+    says, the reason what /diagnostics counts ("rejected.<reason>")."""
+    from llm_planner_node.core.outcomes import RejectReason, Rejection
+
+    svc, _ = service()
+    try:
+        cases = [
+            (GoalIn("ghost", "look for the cat"), RejectReason.UNKNOWN_ROBOT, "unknown robot 'ghost'"),
+            (GoalIn("d1", "look for the cat", robot_kind="arm"), RejectReason.WRONG_ROBOT, "is a drone, not a arm"),
+            (GoalIn("d1", "   "), RejectReason.FIELD, "instruction is empty"),
+            (GoalIn("d1", "look for the cat", alpha=1.0), RejectReason.TUF, "alpha"),
+            (GoalIn("x" * 300, "look for the cat"), RejectReason.FIELD, "robot_id has 300 characters"),
+        ]
+        for goal, reason, text in cases:
+            why = svc.submit("b" * 32, goal, lambda _: None)
+            assert isinstance(why, Rejection) and why.reason is reason and text in why, (why, reason)
+        assert submit(svc)[0] is None  # d1 takes a goal ...
+        busy = svc.submit("c" * 32, GoalIn("d1", "look for the cat"), lambda _: None)
+        assert busy.reason is RejectReason.ROBOT_BUSY and "still executing goal" in busy  # ... and is busy
+        svc.accepting = False
+        off = svc.submit("d" * 32, GoalIn("d2", "look for the cat"), lambda _: None)
+        assert off.reason is RejectReason.NOT_ACTIVE
+        counts = svc.counters
+        assert counts["rejected"] == 7
+        assert (counts["rejected.field"], counts["rejected.unknown_robot"], counts["rejected.wrong_robot"],
+                counts["rejected.tuf"], counts["rejected.robot_busy"], counts["rejected.not_active"]) == (2, 1, 1, 1, 1, 1)
+    finally:
+        svc.close()

@@ -112,10 +112,10 @@ class PlannerNode(LifecycleNode):
                                   robot_time_scale=robot_time_scale)
         self.service: PlannerService | None = None
         self._lock = threading.Lock()
-        self._handles: dict[str, Any] = {}  # goal id -> action goal handle (feedback)
+        self.goal_handles: dict[str, Any] = {}  # goal id -> action goal handle (feedback, operator cancels)
         self._cancel_keys: dict[str, str] = {}  # goal id -> SHA-256 of its client's cancel secret
         self.cancel_refusals: dict[str, int] = {}
-        self._goals_cb = ReentrantCallbackGroup()
+        self.goals_callback_group = ReentrantCallbackGroup()
         self._log = HotPathLog(self.get_logger())
         # created at configure, destroyed at cleanup and shutdown (_create_entities, _destroy_entities)
         self._seg_pubs: dict[str, Publisher] = {}  # robot id -> its segment publisher
@@ -144,16 +144,16 @@ class PlannerNode(LifecycleNode):
         self._server = FinishLaterActionServer(self, PlanTask, ACTION_NAME, execute_callback=self._start_goal,
                                                goal_callback=lambda _g: GoalResponse.ACCEPT,
                                                cancel_callback=self._on_cancel_request,
-                                               callback_group=self._goals_cb,
+                                               callback_group=self.goals_callback_group,
                                                result_timeout=FinishLaterActionServer.RESULT_TIMEOUT_S,
                                                **action_qos_kwargs("server"))
         self._server.allow_cancel_all = self.params.security.allow_cancel_all
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
-        self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self._goals_cb)
+        self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self.goals_callback_group)
         operator_ros.attach(self)  # planner/stop_robots, planner/approve (operator_ros.py)
         self.create_timer(1.0, self._publish_diagnostics)
         self.create_timer(FinishLaterActionServer.STATUS_PERIOD_S, self._server.flush_status,
-                          callback_group=self._goals_cb)
+                          callback_group=self.goals_callback_group)
 
     def _apply_params(self, params: FleetParams) -> None:
         """A run-time parameter change that passed validation (limits, timeouts, TUF presets)."""
@@ -283,7 +283,7 @@ class PlannerNode(LifecycleNode):
             self._end_goal(handle, goal_id, Rejection(RejectReason.NOT_ACTIVE, "the planner is not configured "
                                             "(lifecycle state 'unconfigured'): it accepts no goals now"))
             return
-        self._handles[goal_id] = handle
+        self.goal_handles[goal_id] = handle
         if g.cancel_key_sha256:
             self._cancel_keys[goal_id] = g.cancel_key_sha256.strip().lower()[:64]
         reason = service.submit(goal_id, goal, lambda outcome: self._end_goal(handle, goal_id, outcome))
@@ -292,7 +292,7 @@ class PlannerNode(LifecycleNode):
 
     def _end_goal(self, handle: Any, goal_id: str, outcome: Request | str) -> None:
         """The goal's end (a rejection reason or its terminal request): result to the client."""
-        self._handles.pop(goal_id, None)
+        self.goal_handles.pop(goal_id, None)
         self._cancel_keys.pop(goal_id, None)
         if isinstance(outcome, str):
             result = self._reject(handle, goal_id, handle.request.robot_id, outcome)
@@ -321,10 +321,10 @@ class PlannerNode(LifecycleNode):
         digest = hashlib.sha256(request.secret.encode()).hexdigest() if request.secret else ""
         key = self._cancel_keys.get(request.goal_id)
         operators = {h.strip().lower() for h in self.params.security.cancel_operator_keys_sha256.split(",") if h.strip()}
-        if request.goal_id not in self._handles:
+        if request.goal_id not in self.goal_handles:
             response.accepted, response.message = False, "no such goal in flight"
         elif digest and (hmac.compare_digest(digest, key or "") or digest in operators):
-            handle = self._handles.get(request.goal_id)
+            handle = self.goal_handles.get(request.goal_id)
             try:  # the action goal goes to CANCELING as with a standard cancel (ends CANCELED)
                 handle._update_state(GoalEvent.CANCEL_GOAL)  # noqa: SLF001 - what rclpy's cancel does
             except Exception:  # noqa: BLE001 - already terminal or cancelling
@@ -376,7 +376,7 @@ class PlannerNode(LifecycleNode):
     def segment(self, goal_id: str, req: Request, index: int, final: bool) -> Any:
         msg = segment_message(goal_id, req, index, final, self.get_clock().now().to_msg())
         self.publish(req.goal.robot_id, msg)
-        handle = self._handles.get(goal_id)
+        handle = self.goal_handles.get(goal_id)
         if handle is not None:
             handle.publish_feedback(PlanTask.Feedback(
                 index=index, text=msg.text, skills=msg.skills, final=final,

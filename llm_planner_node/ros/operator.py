@@ -89,7 +89,7 @@ def attach(node: Any) -> None:
         return response
 
     def approval_notice(goal_id: str, req: Any, index: int, text: str) -> None:
-        handle = node._handles.get(goal_id)  # noqa: SLF001 - the node's goal handles
+        handle = node.goal_handles.get(goal_id)
         if handle is not None:
             handle.publish_feedback(PlanTask.Feedback(
                 index=index, text=text, skills=[], final=False,
@@ -97,14 +97,14 @@ def attach(node: Any) -> None:
                 generation_s=req.gen_end[index] - req.gen_start[index] if index < len(req.gen_end) else 0.0))
 
     def operator_cancelling(goal_id: str) -> None:
-        handle = node._handles.get(goal_id)  # noqa: SLF001
+        handle = node.goal_handles.get(goal_id)
         if handle is not None and handle.is_active and not handle.is_cancel_requested:
             handle._update_state(GoalEvent.CANCEL_GOAL)  # noqa: SLF001 - what rclpy's cancel does
 
     node.approval_notice = approval_notice
     node.operator_cancelling = operator_cancelling
-    node.create_service(StopRobots, STOP_SERVICE, on_stop, callback_group=node._goals_cb)  # noqa: SLF001
-    node.create_service(ApproveSegment, APPROVE_SERVICE, on_approve, callback_group=node._goals_cb)  # noqa: SLF001
+    node.create_service(StopRobots, STOP_SERVICE, on_stop, callback_group=node.goals_callback_group)
+    node.create_service(ApproveSegment, APPROVE_SERVICE, on_approve, callback_group=node.goals_callback_group)
 
 
 def diagnostics(node: Any) -> list[Any]:

@@ -384,7 +384,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=700)
+    ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--samples", type=int, default=8000)

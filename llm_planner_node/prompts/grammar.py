@@ -522,6 +522,29 @@ def _call_rule(g: PlanGrammar, index: int, skill: SkillSpec, *, with_vars: bool,
 # ---------------------------------------------------------------------------------------------
 # Languages
 # ---------------------------------------------------------------------------------------------
+def _comparison(left: Node, k: int) -> Node:
+    """``left`` alone or compared with an operand that may use variables ``_1`` .. ``_k``."""
+    return seq(left, opt(seq(lits("==", "!=", ">=", "<=", ">", "<"), Ref(f"operand_{k}"))))
+
+
+def _condition(first: Node, k: int, lim: PlanLimits) -> Node:
+    """``first`` comparison, then at most ``max_conditions - 1`` more joined by and/or."""
+    return seq(first, Rep(seq(lits("&&", "&", "||", "|"), Ref(f"cmp_{k}")), 0, lim.max_conditions - 1))
+
+
+def _if_branches(cond: Node, d: int, a_: int, b_: int, s: int) -> list[Node]:
+    """An if statement of ``s`` statements at depth ``d`` entered with ``a_`` and left with ``b_``
+    variables assigned: ``?cond{...}`` and ``?cond{...}:{...}`` / ``:?...`` (else-if)."""
+    inner = f"block_{d + 1}"
+    branches: list[Node] = [seq(Lit("?"), cond, Ref(f"{inner}_{a_}_{b_}_{s - 1}"))]
+    for c in range(a_, b_ + 1):
+        for s1 in range(1, s - 1):
+            s2 = s - 1 - s1
+            branches.append(seq(Lit("?"), cond, Ref(f"{inner}_{a_}_{c}_{s1}"), Lit(":"),
+                                alt(Ref(f"{inner}_{c}_{b_}_{s2}"), Ref(f"if_{d}_{c}_{b_}_{s2}"))))
+    return branches
+
+
 def _minispec(g: PlanGrammar, skill_set: SkillSet, lim: PlanLimits, objects: tuple[str, ...] = ()) -> None:
     """MiniSpec with variables checked by the grammar and every size bounded (:class:`PlanLimits`).
 
@@ -550,10 +573,8 @@ def _minispec(g: PlanGrammar, skill_set: SkillSet, lim: PlanLimits, objects: tup
     g.add("loop_count", int_range(1, lim.max_loop))
     for k in range(V + 1):
         g.add(f"operand_{k}", alt(Ref(f"call_{k}"), *([Ref(f"var_{k}")] if k else []), Ref("literal")))
-        g.add(f"cmp_{k}", seq(Ref(f"operand_{k}"),
-                              opt(seq(lits("==", "!=", ">=", "<=", ">", "<"), Ref(f"operand_{k}")))))
-        g.add(f"cond_{k}", seq(Ref(f"cmp_{k}"),
-                               Rep(seq(lits("&&", "&", "||", "|"), Ref(f"cmp_{k}")), 0, lim.max_conditions - 1)))
+        g.add(f"cmp_{k}", _comparison(Ref(f"operand_{k}"), k))
+        g.add(f"cond_{k}", _condition(Ref(f"cmp_{k}"), k, lim))
         g.add(f"ret_{k}", seq(Lit("->"), Ref(f"operand_{k}")))
     pairs = [(a_, b_) for a_ in range(V + 1) for b_ in range(a_, V + 1)]
     for d in range(D + 1):
@@ -571,13 +592,7 @@ def _minispec(g: PlanGrammar, skill_set: SkillSet, lim: PlanLimits, objects: tup
                         alts.append(seq(Lit(f"_{b_}="), Ref(f"operand_{a_}")))
                 elif d < D:
                     inner = f"block_{d + 1}"
-                    branches: list[Node] = [seq(Lit("?"), Ref(f"cond_{a_}"), Ref(f"{inner}_{a_}_{b_}_{s - 1}"))]
-                    for c in range(a_, b_ + 1):
-                        for s1 in range(1, s - 1):
-                            s2 = s - 1 - s1
-                            branches.append(seq(Lit("?"), Ref(f"cond_{a_}"), Ref(f"{inner}_{a_}_{c}_{s1}"), Lit(":"),
-                                                alt(Ref(f"{inner}_{c}_{b_}_{s2}"), Ref(f"if_{d}_{c}_{b_}_{s2}"))))
-                    g.add(f"if_{d}_{a_}_{b_}_{s}", alt(*branches))
+                    g.add(f"if_{d}_{a_}_{b_}_{s}", alt(*_if_branches(Ref(f"cond_{a_}"), d, a_, b_, s)))
                     g.add(f"loop_{d}_{a_}_{b_}_{s}", seq(Ref("loop_count"), Ref(f"{inner}_{a_}_{b_}_{s - 1}")))
                     alts += [Ref(f"if_{d}_{a_}_{b_}_{s}"), Ref(f"loop_{d}_{a_}_{b_}_{s}")]
                 if alts:
@@ -611,8 +626,7 @@ def _first_statement(g: PlanGrammar, lim: PlanLimits) -> None:
     ``stmt``/``seq`` of :func:`_minispec`, entered with no variable assigned."""
     V, D, S = lim.max_vars, lim.max_depth, lim.max_statements
     # a condition whose first comparison starts with a call: ``?scan(cat){...}``
-    g.add("first_cond", seq(Ref("call_0"), opt(seq(lits("==", "!=", ">=", "<=", ">", "<"), Ref("operand_0"))),
-                            Rep(seq(lits("&&", "&", "||", "|"), Ref("cmp_0")), 0, lim.max_conditions - 1)))
+    g.add("first_cond", _condition(_comparison(Ref("call_0"), 0), 0, lim))
     for d in range(D, -1, -1):
         for b_ in range(V + 1):
             for s in range(1, S + 1):
@@ -625,13 +639,7 @@ def _first_statement(g: PlanGrammar, lim: PlanLimits) -> None:
                 elif d < D:
                     alts.append(seq(Ref("loop_count"), Lit("{"), WS, Ref(f"firstseq_{d + 1}_{b_}_{s - 1}"),
                                     opt(Lit(";")), WS, Lit("}")))
-                    inner = f"block_{d + 1}"
-                    alts.append(seq(Lit("?"), Ref("first_cond"), Ref(f"{inner}_0_{b_}_{s - 1}")))
-                    for c in range(0, b_ + 1):
-                        for s1 in range(1, s - 1):
-                            s2 = s - 1 - s1
-                            alts.append(seq(Lit("?"), Ref("first_cond"), Ref(f"{inner}_0_{c}_{s1}"), Lit(":"),
-                                            alt(Ref(f"{inner}_{c}_{b_}_{s2}"), Ref(f"if_{d}_{c}_{b_}_{s2}"))))
+                    alts += _if_branches(Ref("first_cond"), d, 0, b_, s)
                 if alts:
                     g.add(f"first_{d}_{b_}_{s}", alt(*alts))
                 if d >= 1:

@@ -62,7 +62,7 @@ from llm_planner_node.core.outcomes import STATE_NAMES, RobotState
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 
 from robot_adapters.event_loop import EventLoop, Watchdog, default_loop
-from robot_adapters.executor import SkillCancelled, SkillExecutionError, SkillExecutor
+from robot_adapters.executor import Measured, SkillCancelled, SkillExecutionError, SkillExecutor, answer_text
 
 log = logging.getLogger("timely_fleet.adapter")
 _VAR = re.compile(r"^_\d+$")
@@ -97,6 +97,12 @@ class StatusEvent:
     skill_durations_s: list[float] = field(default_factory=list)
     error: str = ""
     stamp: float = field(default_factory=time.time)
+    #: what the segment's calls answered so far: (skill call as text, value as text), in order
+    answers: list[tuple[str, str]] = field(default_factory=list)
+    #: the plan's return value (MiniSpec ``->``) as text, on the status of the segment that returned
+    return_value: str | None = None
+    #: the robot's measured state when the status was made (see SkillExecutor.measured)
+    measured: Measured = field(default_factory=Measured)
 
     @property
     def state_name(self) -> str:
@@ -115,7 +121,11 @@ class _Goal:
     run_call: Any = None  # the current segment's skill runner (the interpreter calls this)
     stopped: str | None = None  # after a stop: the idle state the robot was left in
     meter: BudgetMeter | None = None  # what the goal made the robot do so far (its budget)
+    return_reported: bool = False  # the plan's return value went out on a status
 
+
+#: seconds between a measuring robot's idle reports (battery, temperature) to the planner
+VITALS_S = 2.0
 
 WATCHDOG = Watchdog()  # skill time budgets: timers on the process's adapter event loop
 
@@ -136,6 +146,7 @@ class _Run:
     t0: float = 0.0
     timer: int | None = None
     waiting: object | None = None  # token of the executor call we wait for (None: not waiting)
+    answers: list[tuple[str, str]] = field(default_factory=list)  # (call, value) of calls that answered
 
 
 def _plain(calls: list[SkillCall]) -> Any:
@@ -219,7 +230,22 @@ class AdapterCore:
             if not self._started:
                 self._started = True
                 self._kick()
+                if type(self.executor).measured is not SkillExecutor.measured:
+                    self.loop.call_later(VITALS_S, self._report_vitals)
         return self
+
+    def _report_vitals(self) -> None:
+        """Loop, every VITALS_S: what the robot measures, on an idle status with no goal (the
+        planner's battery check reads it between goals)."""
+        if self._stop:
+            return
+        try:
+            m = self.executor.measured()
+            if any(v >= 0 for v in (m.battery_pct, m.temperature_c, m.height_cm)):
+                self.publish(StatusEvent(self.robot_id, "", 0, STATE_IDLE, measured=m))
+        except Exception:  # noqa: BLE001 - a robot that cannot say its state this time
+            log.debug("%s: idle report failed", self.robot_id, exc_info=True)
+        self.loop.call_later(VITALS_S, self._report_vitals)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         with self._cv:
@@ -518,8 +544,14 @@ class AdapterCore:
         try:
             call = run.gen.send(value)
         except StopIteration:
+            interp = run.goal.interpreter
+            returned = None
+            if interp is not None and interp.returned and not run.goal.return_reported:
+                run.goal.return_reported = True  # the plan's answer: reported once, where it returned
+                returned = answer_text(interp.return_value)
             self._emit(run.seg.goal_id, run.seg.sequence, STATE_DONE, progress=1.0,
-                       elapsed_s=self.clock() - run.t_start, skill_names=run.names, skill_durations_s=run.durs)
+                       elapsed_s=self.clock() - run.t_start, skill_names=run.names, skill_durations_s=run.durs,
+                       answers=run.answers, return_value=returned)
             self._end_segment(run.seg, run.goal)
             return
         except BaseException as e:  # noqa: BLE001 - the program's own error (variables, limits)
@@ -567,6 +599,8 @@ class AdapterCore:
         self._track_pose(run.call)
         run.names.append(run.call.name)
         run.durs.append(dt)
+        if value is not None:
+            run.answers.append((str(run.call), answer_text(value)))
         if self.time_scale > 0:
             self.model.observe(self.robot_id, self.robot_kind, run.call, dt / self.time_scale)
         try:
@@ -581,7 +615,8 @@ class AdapterCore:
             run.gen.close()
         except Exception:  # noqa: BLE001
             pass
-        kw = dict(skill_names=run.names, skill_durations_s=run.durs, elapsed_s=self.clock() - run.t_start)
+        kw = dict(skill_names=run.names, skill_durations_s=run.durs, elapsed_s=self.clock() - run.t_start,
+                  answers=run.answers)
         if isinstance(e, SkillCancelled):
             with self._cv:
                 g.finished = True
@@ -615,10 +650,10 @@ class AdapterCore:
         self._fail(run, SkillExecutionError(f"refused: {e}"))
 
     def _track_pose(self, call: SkillCall) -> None:
-        """The drone's pose after a call it executed: the executor's own (a simulator's scene)
-        where it has one, else dead reckoning from the call (goto's displacement is unknown then:
+        """The drone's pose after a call it executed: the executor's own (commanded x, y; measured
+        height and yaw where the drone reports them) where it has one, else dead reckoning from the call (goto's displacement is unknown then:
         the pose is kept)."""
-        pose = getattr(getattr(self.executor, "scene", None), "pose", None)
+        pose = getattr(self.executor, "pose", None)
         if getattr(self.executor, "tracks_pose", False) and pose is not None and len(pose) == 4:
             self.pose = tuple(float(v) for v in pose)  # type: ignore[assignment]
             return
@@ -676,6 +711,10 @@ class AdapterCore:
         self.executor.stop()
 
     def _emit(self, goal_id: str, seq: int, state: int, **kw: Any) -> None:
+        try:
+            kw.setdefault("measured", self.executor.measured())
+        except Exception:  # noqa: BLE001 - a robot that cannot say its state still reports progress
+            log.debug("%s: measured state unavailable", self.robot_id, exc_info=True)
         ev = StatusEvent(self.robot_id, goal_id, int(seq), state, **kw)
         self.events.append(ev)
         self._last_status[(goal_id, int(seq))] = ev
@@ -709,10 +748,23 @@ def status_to_msg(ev: StatusEvent, msg_type: Any) -> Any:
     m.skill_names = list(ev.skill_names)
     m.skill_durations_s = [float(d) for d in ev.skill_durations_s]
     m.error = ev.error
+    answer_type = _answer_type()
+    m.answers = [answer_type(segment=max(0, int(ev.sequence)), skill=n, value=v) for n, v in ev.answers]
+    m.has_return_value = ev.return_value is not None
+    m.return_value = ev.return_value or ""
+    m.battery_pct = float(ev.measured.battery_pct)
+    m.temperature_c = float(ev.measured.temperature_c)
+    m.height_cm = float(ev.measured.height_cm)
     sec = int(ev.stamp)
     m.stamp.sec = sec
     m.stamp.nanosec = int((ev.stamp - sec) * 1e9)
     return m
+
+
+def _answer_type() -> Any:
+    from timely_fleet.msg import SkillAnswer
+
+    return SkillAnswer
 
 
 def segment_qos() -> Any:
@@ -775,6 +827,7 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
         self.not_hosted = 0  # segments on the shared topic for robots of other adapter processes
         self._last_drop_log = 0.0
         self.cores: dict[str, AdapterCore] = {}
+        self.topics: dict[str, Any] = {}
         self._subs: list[Any] = []
         if self.segment_topics in ("shared", "both"):
             self._subs.append(draining_subscription(self, SkillSegment, SEGMENTS_TOPIC, self._on_shared_segment,
@@ -833,6 +886,9 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
                 self._deliver(msg, core, topic)
 
             self._subs.append(self.create_subscription(self._segment_type, topic, on_segment, segment_qos()))
+        from robot_adapters.robot_topics import attach
+
+        self.topics[core.robot_id] = attach(self, core)  # camera, detections, battery under its id
         self.cores[core.robot_id] = core.start()
         return core
 

@@ -5,10 +5,21 @@ MiniSpec skills map to Tello SDK 2.0 commands (``takeoff``, ``land``, ``forward 
 execution-time model (3 x predicted + 5 s) instead of djitellopy's fixed 7 s, and the client
 is created with ``retry_count=1``: djitellopy re-sends a command whose reply is late or an
 error, and a re-sent ``forward 100`` would fly another metre. High-level skills are built
-from the primitives: ``scan`` turns 30 degrees at a time until the scene shows the object
+from the primitives: ``scan`` turns 30 degrees at a time until the object is in view
 (at most 11 turns), ``orienting`` turns towards it, ``approach`` flies 100 cm forward, ``goto``
-is orienting + approach. Perception skills (``is_visible``, ``object_x`` ... ``probe``) are
-answered by the scene model, whose drone pose this executor updates after every motion.
+is orienting + a flight to about 1 m from it. Perception skills (``is_visible``, ``object_x``
+... ``probe``) and the perception inside ``scan``, ``orienting`` and ``goto`` are answered by the
+executor's perception port (:mod:`robot_adapters.perception.drone`): on a Tello, its own camera
+(``streamon``, djitellopy's frame reader, every frame stamped here) through a detector, from a
+frame decoded after the last motion and no older than the port's ``max_age_s``; a stale or
+missing stream fails the skill with the reason. The simulated scene answers only for the unit
+tests of plan execution that pass one.
+
+What the drone feels comes from its state packets (djitellopy receives them at 10 Hz): measured
+height (``h``, cm) and time-of-flight distance to the floor (``tof``) feed the pose the geofence
+reads and the distance estimate of ``object_dis``; battery and temperature go to ``/robot_status``
+(:meth:`TelloExecutor.measured`). A command refused while the battery is at or below
+``low_battery_pct`` (a Tello lands by itself then) fails with that reason.
 
 ``client_factory`` builds the Tello client; tests pass one that creates it inside the client
 network namespace (see ``robot_adapters.netns``).
@@ -24,8 +35,9 @@ from typing import Any, Callable
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import TELLO_MINISPEC, SkillCall
 
-from robot_adapters.executor import SkillCancelled, SkillExecutionError, SkillExecutor, sleep_cancellable
-from robot_adapters.scene import Scene
+from robot_adapters.executor import Measured, SkillCancelled, SkillExecutionError, SkillExecutor, sleep_cancellable
+from robot_adapters.perception.drone import DronePerception, NoPerception, ScenePerception
+from robot_adapters.perception.types import PerceptionError
 
 MOVE_CMD = {"move_forward": "forward", "move_backward": "back", "move_left": "left",
             "move_right": "right", "move_up": "up", "move_down": "down"}
@@ -40,23 +52,41 @@ MOTION_SKILLS = frozenset({*MOVE_CMD, *TURN_CMD, "scan", "scan_abstract", "orien
 class TelloExecutor(SkillExecutor):
     robot_kind = "drone"
     skill_set = TELLO_MINISPEC
-    #: the scene pose follows every motion it executed (the adapter's geofence reads it)
+    #: the adapter's geofence reads :attr:`pose` after every motion this executor ran
     tracks_pose = True
+    #: state packets older than this are not a measurement (the drone or its link went silent)
+    STATE_MAX_AGE_S = 1.0
 
-    def __init__(self, host: str, scene: Scene | None = None, *,
+    def __init__(self, host: str, scene: Any = None, *,
                  client_factory: Callable[[], Any] | None = None,
                  model: ExecutionTimeModel | None = None, time_scale: float = 1.0,
-                 auto_takeoff: bool = True) -> None:
+                 auto_takeoff: bool = True, name: str = "",
+                 perception: DronePerception | None = None,
+                 perception_factory: Callable[["TelloExecutor"], DronePerception] | None = None,
+                 low_battery_pct: float = 10.0) -> None:
+        """``perception``: the drone's perception port; ``perception_factory``: builds it once
+        the client is connected (the camera needs the client: :func:`camera_perception`);
+        ``scene``: a simulated scene instead (unit tests of plan execution only); none of them:
+        every perception skill fails, saying the drone has no perception source."""
         self.host = host
+        self.name = name or f"Tello at {host}"
         # TypeFly-style plans assume an airborne drone: take off before the first motion.
         self.auto_takeoff = auto_takeoff
         self.flying = False
-        self.scene = scene or Scene()
+        self.scene = scene
+        self._perception_factory = perception_factory
+        self.perception: DronePerception = (ScenePerception(scene) if scene is not None
+                                            else perception if perception is not None else NoPerception(self.name))
         self.client_factory = client_factory
         self.model = model or ExecutionTimeModel()
         self.time_scale = time_scale
+        self.low_battery_pct = float(low_battery_pct)
         self.tello = None
         self.sent: list[str] = []
+        #: x, y (dead-reckoned from commanded motions), z (measured height when the drone reports
+        #: it), yaw (measured when reported): cm and degrees from the take-off point
+        self.pose: list[float] = list(scene.pose) if scene is not None else [0.0, 0.0, 0.0, 0.0]
+        self._state_seen: tuple[int, float] = (0, 0.0)  # (id of the last state dict, when it changed)
         self._lock = threading.Lock()
 
     def connect(self) -> None:
@@ -73,7 +103,72 @@ class TelloExecutor(SkillExecutor):
         try:
             self.tello.connect()
         except Exception as e:  # noqa: BLE001 - djitellopy raises TelloException / OSError
-            raise SkillExecutionError(f"Tello at {self.host} not reachable: {e}") from None
+            raise SkillExecutionError(f"{self.name} does not answer the Tello SDK on UDP 8889 ({e}): check "
+                                      "that it is on, that this machine is on its Wi-Fi, and `host:` in the "
+                                      "fleet YAML") from None
+        if self._perception_factory is not None:
+            try:
+                self.perception = self._perception_factory(self)
+            except Exception as e:  # noqa: BLE001 - no stream: one sentence, the robot is not used
+                raise SkillExecutionError(f"{self.name}: its camera stream did not start ({e})") from None
+
+    # ------------------------------------------------------------------ measured state
+    def _state(self) -> dict | None:
+        """The last state packet, None when none came in the last ``STATE_MAX_AGE_S``."""
+        if self.tello is None:
+            return None
+        try:
+            st = self.tello.get_current_state()
+        except Exception:  # noqa: BLE001 - no state receiver (a fake client)
+            return None
+        if not isinstance(st, dict) or not st:
+            return None
+        now = time.monotonic()
+        if id(st) != self._state_seen[0]:  # djitellopy parses every packet into a new dict
+            self._state_seen = (id(st), now)
+        return st if now - self._state_seen[1] <= self.STATE_MAX_AGE_S else None
+
+    def measured(self) -> Measured:
+        st = self._state()
+        if st is None:
+            return Measured()
+
+        def num(key: str) -> float:
+            try:
+                return float(st[key])
+            except (KeyError, TypeError, ValueError):
+                return -1.0
+
+        lo, hi = num("templ"), num("temph")
+        return Measured(battery_pct=num("bat"), temperature_c=(lo + hi) / 2 if lo >= 0 and hi >= 0 else -1.0,
+                        height_cm=num("h") if self.flying else 0.0)
+
+    def measured_height_cm(self) -> float | None:
+        """Height above the floor: time-of-flight (cm) when the drone reports it, else ``h``."""
+        st = self._state()
+        if st is None:
+            return None
+        for key in ("tof", "h"):
+            try:
+                v = float(st[key])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if v > 0:
+                return v
+        return None
+
+    def _settle_pose(self) -> None:
+        """After a motion: measured height and yaw where the drone reports them; the perception
+        port learns that the view changed."""
+        st = self._state()
+        if st is not None:
+            try:
+                if self.flying:
+                    self.pose[2] = float(st["h"])
+                self.pose[3] = float(st["yaw"])
+            except (KeyError, TypeError, ValueError):
+                pass
+        self.perception.moved(list(self.pose))
 
     def close(self) -> None:
         if self.tello is not None:
@@ -116,27 +211,33 @@ class TelloExecutor(SkillExecutor):
             self._drop_replies()  # the 'ok' of the stop that interrupted us, if it came already
             raise SkillCancelled(f"cancelled during '{cmd}'")
         if "ok" not in str(resp).lower():
+            bat = self.measured().battery_pct
+            if "battery" in str(resp).lower() or 0 <= bat <= self.low_battery_pct:
+                self.flying = self.flying and "land" not in str(resp).lower() and not 0 <= bat <= self.low_battery_pct
+                raise SkillExecutionError(f"{self.name}: low battery ({bat:.0f}%): the drone landed or refused "
+                                          f"'{cmd}' ({resp})")
             raise SkillExecutionError(f"Tello refused '{cmd}': {resp}")
 
     def _move(self, name: str, d: int, cancel: threading.Event) -> None:
         call = SkillCall(name, (d,))
         self._send(f"{MOVE_CMD[name]} {d}", call, cancel)
-        x, y, z, yaw = self.scene.pose
+        x, y, z, yaw = self.pose
         rad = math.radians(yaw)
         fwd = {"move_forward": d, "move_backward": -d}.get(name, 0)
         side = {"move_right": d, "move_left": -d}.get(name, 0)
         dz = {"move_up": d, "move_down": -d}.get(name, 0)
-        self.scene.set_pose(x + fwd * math.cos(rad) - side * math.sin(rad),
-                            y + fwd * math.sin(rad) + side * math.cos(rad), z + dz, yaw)
+        self.pose[:] = [x + fwd * math.cos(rad) - side * math.sin(rad),
+                        y + fwd * math.sin(rad) + side * math.cos(rad), z + dz, yaw]
+        self._settle_pose()
 
     def _turn(self, name: str, deg: int, cancel: threading.Event) -> None:
         self._send(f"{TURN_CMD[name]} {deg}", SkillCall(name, (deg,)), cancel)
-        x, y, z, yaw = self.scene.pose
-        yaw = yaw + (deg if name == "turn_cw" else -deg)
-        self.scene.set_pose(x, y, z, (yaw + 180.0) % 360.0 - 180.0)
+        yaw = self.pose[3] + (deg if name == "turn_cw" else -deg)
+        self.pose[3] = (yaw + 180.0) % 360.0 - 180.0
+        self._settle_pose()
 
     def _orient(self, obj: str, cancel: threading.Event) -> bool:
-        b = self.scene.bearing_to(obj)
+        b = self.perception.bearing_to(obj, cancel)
         if b is None:
             return False
         deg = int(round(abs(b)))
@@ -146,7 +247,14 @@ class TelloExecutor(SkillExecutor):
 
     # ------------------------------------------------------------------ skills
     def execute(self, call: SkillCall, cancel: threading.Event) -> Any:
+        try:
+            return self._execute(call, cancel)
+        except PerceptionError as e:  # a stale or missing source fails the skill, with its reason
+            raise SkillExecutionError(f"{call}: {e}") from None
+
+    def _execute(self, call: SkillCall, cancel: threading.Event) -> Any:
         n, a = call.name, call.args
+        p = self.perception
         if self.auto_takeoff and not self.flying and n in MOTION_SKILLS:
             self.execute(SkillCall("takeoff"), cancel)
         if n in MOVE_CMD:
@@ -156,25 +264,25 @@ class TelloExecutor(SkillExecutor):
         elif n == "takeoff":
             self._send("takeoff", call, cancel)
             self.flying = True
-            x, y, _z, yaw = self.scene.pose
-            self.scene.set_pose(x, y, 80.0, yaw)
+            self.pose[2] = 80.0
+            self._settle_pose()
         elif n == "land":
             self._send("land", call, cancel)
             self.flying = False
-            x, y, _z, yaw = self.scene.pose
-            self.scene.set_pose(x, y, 0.0, yaw)
+            self.pose[2] = 0.0
+            self._settle_pose()
         elif n in PERCEPTION:
-            return getattr(self.scene, n)(*a)
+            return getattr(p, n)(*a, cancel=cancel)
         elif n == "scan":
             for i in range(12):
-                if self.scene.is_visible(a[0]):
+                if p.is_visible(a[0], cancel):
                     return True
                 if i < 11:
                     self._turn("turn_cw", 30, cancel)
             return False
         elif n == "scan_abstract":
             for i in range(12):
-                ans = self.scene.probe(a[0])
+                ans = p.probe(a[0], cancel)
                 if ans != "unknown":
                     return ans
                 if i < 11:
@@ -187,7 +295,7 @@ class TelloExecutor(SkillExecutor):
         elif n == "goto":
             if not self._orient(a[0], cancel):
                 return False
-            dist = self.scene.object_dis(a[0])
+            dist = p.object_dis(a[0], cancel)
             step = int(min(500, max(20, (dist if dist > 0 else 150) - 100)))  # stop ~1 m away
             self._move("move_forward", step, cancel)
             return True
@@ -200,6 +308,31 @@ class TelloExecutor(SkillExecutor):
         else:
             raise SkillExecutionError(f"drone cannot execute '{n}'")
         return None
+
+
+def camera_perception(robot_id: str, detector: Any, *, max_age_s: float = 1.0, settle_s: float = 0.3,
+                      min_score: float = 0.0, vlm: Any = None,
+                      in_client: Callable[[Callable[[], Any]], Any] | None = None
+                      ) -> Callable[[TelloExecutor], DronePerception]:
+    """A ``perception_factory`` for a Tello's own camera: ``streamon`` (and ``port`` when the
+    client listens for video elsewhere than 11111), djitellopy's frame reader with every frame
+    stamped, the detector on demand. ``in_client`` runs the reader's socket creation in the
+    client's network namespace (the simulator's tests and ``tello-sim``)."""
+    from robot_adapters.perception.camera import CameraPerception, make_stamped_reader
+    from robot_adapters.perception.drone import CameraDronePerception
+
+    def build(ex: TelloExecutor) -> DronePerception:
+        tello = ex.tello
+        port = int(getattr(tello, "vs_udp_port", 11111))
+        if port != 11111:
+            tello.change_vs_udp(port)
+        tello.streamon()
+        reader = (in_client or (lambda f: f()))(lambda: make_stamped_reader(tello))
+        cam = CameraPerception(robot_id, reader.latest, detector, max_age_s=max_age_s, settle_s=settle_s,
+                               min_score=min_score)
+        return CameraDronePerception(cam, height_cm=ex.measured_height_cm, vlm=vlm)
+
+    return build
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:

@@ -14,9 +14,33 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from llm_planner_node.core.skills import SkillCall, SkillSet
+
+
+#: longest answer text reported on the status link (a vision-language answer is cut here)
+MAX_ANSWER_CHARS = 200
+
+
+def answer_text(value: Any) -> str:
+    """A skill's (or a plan's) value as the status link and the goal's result carry it:
+    ``True``/``False``, a number with at most 4 significant decimals, or bounded text."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)[:MAX_ANSWER_CHARS]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the robot measured of itself, as of now (-1: not measured by this robot)."""
+
+    battery_pct: float = -1.0
+    temperature_c: float = -1.0
+    height_cm: float = -1.0
 
 
 class SkillExecutionError(RuntimeError):
@@ -61,6 +85,11 @@ class SkillExecutor:
         from robot_adapters.event_loop import run_blocking
 
         run_blocking(loop, self.halt, done)
+
+    def measured(self) -> Measured:
+        """The robot's own measurements (battery, temperature, height) for ``/robot_status``;
+        default: none."""
+        return Measured()
 
     def stop(self) -> None:
         """Interrupt the current motion (called from another thread; best effort)."""

@@ -79,7 +79,10 @@ def result_dict(res: Any, beta: float | None = None) -> dict[str, Any]:
                       "execution_end_s": round(s.execution_end_s, 4)} for s in res.segments],
         "response_time_s": round(float(res.response_time_s), 4),
         "robot_waiting_s": round(float(res.robot_waiting_s), 4),
-        "time_utility": round(float(res.time_utility), 4)}
+        "time_utility": round(float(res.time_utility), 4),
+        # what the robot found: the plan's return value (None: it returned nothing) and every answer
+        "return_value": res.return_value if res.has_return_value else None,
+        "answers": [{"segment": int(a.segment), "skill": a.skill, "value": a.value} for a in res.answers]}
     if beta is not None:
         out["max_utility"] = beta
     return out

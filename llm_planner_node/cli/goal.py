@@ -150,6 +150,10 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
         h.result_wait(0.25)
     res = h.result(0)
     say(f"{STATUS_NAMES.get(res.status, res.status)}: {res.message}")
+    for a in res.answers:  # what the robot found, skill by skill
+        say(f"  segment {a.segment}: {a.skill} -> {a.value}")
+    if res.has_return_value:
+        say(f"the plan returned {res.return_value}")
     if res.status == 0:
         say(f"response {res.response_time_s:.3f} s, robot waiting {res.robot_waiting_s:.3f} s, "
             f"utility {res.time_utility:.2f} of {tuf[2]:g}")

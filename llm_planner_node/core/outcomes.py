@@ -32,6 +32,7 @@ class RejectReason(str, Enum):
     ENGINE_DOWN = "engine_down"      # the inference engine is down
     OVERLOADED = "overloaded"        # too many goals in flight
     ROBOT_BUSY = "robot_busy"        # the robot still runs another goal
+    BATTERY = "battery"              # the robot's measured battery cannot see the goal through
     PROMPT = "prompt"                # the prompt builder refused the instruction
     CORE = "core"                    # the core refused the goal (it can never run)
 

@@ -149,6 +149,9 @@ class Request:
     end_reason: str = ""
     end: EndKind | None = None  # set by the core when the request ends (with end_reason)
     truncated: bool = False  # generation stopped at max_tokens, not at the plan's end
+    # what the robot found: each segment's answers (skill call, value) and the plan's return value
+    answers: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    return_value: str | None = None
 
     @property
     def next_segment(self) -> int:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from rclpy.exceptions import InvalidHandle
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from timely_fleet.action import PlanTask
-from timely_fleet.msg import SegmentReport, Skill, SkillSegment
+from timely_fleet.msg import SegmentReport, Skill, SkillAnswer, SkillSegment
 
 from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
 from llm_planner_node.core.metrics import measured_times
@@ -59,6 +59,22 @@ STATUS_OF: dict[EndKind, int] = {
     EndKind.TRUNCATED: Result.STATUS_TRUNCATED,
     EndKind.SHED: Result.STATUS_SHED,
 }
+
+
+#: A RobotStatus with this goal id reports only what an idle robot measures (battery, temperature).
+VITALS_GOAL_ID = ""
+
+
+def status_robot_id(raw: bytes) -> str | None:
+    """The ``robot_id`` of a serialized RobotStatus without deserializing it (or None)."""
+    try:
+        fmt = "<I" if raw[1] == 1 else ">I"
+        n = struct.unpack_from(fmt, raw, 4)[0]
+        if not 1 <= n <= 65:
+            return None
+        return raw[8: 7 + n].decode("ascii")
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
 
 
 def status_goal_id(raw: bytes) -> str | None:
@@ -157,9 +173,11 @@ def skill_msgs(calls: tuple[SkillCall, ...], skill_set_id: str | None) -> list[S
 
 
 def result_message(req: Request) -> str:
-    """The result's one-line message for a terminal request."""
+    """The result's one-line message for a terminal request (a success says what the plan
+    returned: "look for the cat" ends "... returned True" or "... returned False")."""
     if req.end is EndKind.SUCCEEDED:
-        return f"plan of {len(req.segments)} segment(s) executed"
+        said = f", returned {req.return_value}" if req.return_value is not None else ""
+        return f"plan of {len(req.segments)} segment(s) executed{said}"
     if req.end is EndKind.TRUNCATED:
         return f"plan truncated: {req.end_reason}"
     return req.end_reason or (req.end.value if req.end else "ended")
@@ -183,7 +201,15 @@ def build_result(req: Request) -> Any:
     response, waiting, utility = measured_times(req)
     return Result(status=STATUS_OF[req.end], message=result_message(req),
                   plan_text="".join(s.text for s in req.segments), segments=reports,
-                  response_time_s=response, robot_waiting_s=waiting, time_utility=utility)
+                  response_time_s=response, robot_waiting_s=waiting, time_utility=utility,
+                  has_return_value=req.return_value is not None, return_value=req.return_value or "",
+                  answers=answer_msgs(req))
+
+
+def answer_msgs(req: Request) -> list[Any]:
+    """Every answer the robot's skills gave, segment by segment, in order."""
+    return [SkillAnswer(segment=k, skill=n, value=v) for k in sorted(req.answers) for n, v in req.answers[k]]
+
 
 
 def rejected_result(reason: str) -> Any:

@@ -58,7 +58,7 @@ from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier
 from llm_planner_node.ros.messages import (ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
                            STATUS_READER_QOS, STATUS_TOPIC, action_qos_kwargs, build_result, draining_subscription,
                            rejected_result, segment_message, segment_publishers, status_goal_id, status_topic,
-                           stop_message, heartbeat_message)
+                           stop_message, heartbeat_message, status_robot_id, VITALS_GOAL_ID)
 
 
 class HotPathLog:
@@ -89,8 +89,17 @@ class HotPathLog:
 
 #: Queue length above which diagnostics warn (goals waiting for the engine).
 QUEUE_WARN = 200
+VITALS_MIN_S = 0.5  # an idle robot's reports read at most this often
 #: Free KV share below which diagnostics warn.
 KV_WARN = 0.05
+
+
+def status_in(msg: Any) -> StatusIn:
+    """A ``RobotStatus`` message as the service sees it."""
+    return StatusIn(msg.robot_id, msg.goal_id, int(msg.sequence), int(msg.state), tuple(msg.skill_durations_s),
+                    msg.error, answers=tuple((a.skill, a.value) for a in msg.answers),
+                    return_value=msg.return_value if msg.has_return_value else None,
+                    measured=(float(msg.battery_pct), float(msg.temperature_c), float(msg.height_cm)))
 
 
 class PlannerNode(LifecycleNode):
@@ -129,6 +138,7 @@ class PlannerNode(LifecycleNode):
         self._verifier: LinkVerifier | None = None
         self._link_dropped_reported = 0
         self._last_sent: dict[str, float] = {}  # robot id -> when the planner last sent it anything
+        self._vitals_seen: dict[str, float] = {}  # robot id -> when its last idle report was read
         # Robot statuses arrive on a hidden helper node that its own executor thread spins
         # (up.py), so a burst or a rogue's flood of statuses never delays goal intake or results,
         # and goals never delay statuses. Hidden (leading "_") and outside the global ROS
@@ -350,7 +360,8 @@ class PlannerNode(LifecycleNode):
             goal_id=goal_id, stamp=self.get_clock().now().to_msg(), status=res.status, message=res.message,
             robot_id=g.robot_id, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha, beta=g.tuf.beta,
             plan_text=res.plan_text, segments=res.segments, response_time_s=res.response_time_s,
-            robot_waiting_s=res.robot_waiting_s, time_utility=res.time_utility))
+            robot_waiting_s=res.robot_waiting_s, time_utility=res.time_utility,
+            has_return_value=res.has_return_value, return_value=res.return_value, answers=res.answers))
         self._log_end(goal_id, g.robot_id, res)
         if req.end is EndKind.SUCCEEDED:
             handle.succeed()
@@ -425,10 +436,32 @@ class PlannerNode(LifecycleNode):
         if service is None:
             return
         goal_id = status_goal_id(raw)
+        if goal_id == VITALS_GOAL_ID:
+            self._on_vitals(raw, topic_robot)
+            return
         if goal_id is None or not service.expects_status(goal_id):
             service.status_drops["does not match a goal in flight"] += 1
             return
         self._on_status(deserialize_message(raw, RobotStatus), topic_robot)
+
+    def _on_vitals(self, raw: bytes, topic_robot: str | None) -> None:
+        """An idle robot's measured state: at most one per robot per VITALS_MIN_S is even read
+        (a flood costs a lookup), and only a verified one is kept."""
+        service, robot_id = self.service, status_robot_id(raw)
+        now = time.monotonic()
+        if service is None or robot_id is None or service.params.robot(robot_id) is None:
+            return
+        if now - self._vitals_seen.get(robot_id, 0.0) < VITALS_MIN_S:
+            service.status_drops["idle reports too frequent"] += 1
+            return
+        self._vitals_seen[robot_id] = now
+        msg = deserialize_message(raw, RobotStatus)
+        if topic_robot is not None and msg.robot_id != topic_robot:
+            return
+        if self._verifier is not None and self._verifier.check_status(msg) is not None:
+            service.status_drops["link: idle report not verified"] += 1
+            return
+        service.on_vitals(msg.robot_id, (float(msg.battery_pct), float(msg.temperature_c), float(msg.height_cm)))
 
     def _on_status(self, msg: RobotStatus, topic_robot: str | None = None) -> None:
         """Robot statuses: their own callback group (never queued behind goals); authenticated
@@ -444,8 +477,7 @@ class PlannerNode(LifecycleNode):
             if reason is not None:
                 service.status_drops[f"link: {reason}"] += 1
                 return
-        service.on_status(StatusIn(msg.robot_id, msg.goal_id, int(msg.sequence), int(msg.state),
-                                   tuple(msg.skill_durations_s), msg.error))
+        service.on_status(status_in(msg))
 
     # -- diagnostics -----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:

@@ -304,13 +304,19 @@ def segment_fields(goal_id: str, robot_id: str, sequence: int, text: str,
 def status_fields(robot_id: str, goal_id: str, sequence: int, state: int, current_skill: str,
                   progress: float, elapsed_s: float, predicted_remaining_s: float,
                   skill_names: Sequence[str], skill_durations_s: Sequence[float], error: str,
-                  stamp: tuple[int, int] | None = None) -> bytes:
-    """The signed bytes of a status (``progress`` is float32 on the wire, the rest float64;
-    floats as IEEE-754 big-endian bytes, so NaN, infinities and -0.0 are covered)."""
-    return b"".join([b"STA1", _s(robot_id), _s(goal_id), _u(sequence), _u(state), _s(current_skill),
+                  stamp: tuple[int, int] | None = None, *,
+                  answers: Sequence[tuple[int, str, str]] = (), return_value: str | None = None,
+                  measured: tuple[float, float, float] = (-1.0, -1.0, -1.0)) -> bytes:
+    """The signed bytes of a status (``progress`` and the ``measured`` battery, temperature and
+    height are float32 on the wire, the rest float64; floats as IEEE-754 big-endian bytes, so NaN,
+    infinities and -0.0 are covered). ``answers``: (segment, skill, value) of each call that
+    answered; ``return_value``: the plan's return value, None when it has none."""
+    return b"".join([b"STA2", _s(robot_id), _s(goal_id), _u(sequence), _u(state), _s(current_skill),
                      _f(progress), _d(elapsed_s), _d(predicted_remaining_s),
                      _list([_s(n) for n in skill_names]), _list([_d(x) for x in skill_durations_s]),
-                     _s(error), _stamp(stamp)])
+                     _s(error), _list([_u(k) + _s(n) + _s(v) for k, n, v in answers]),
+                     _b(return_value is not None), _s(return_value or ""),
+                     b"".join(_f(x) for x in measured), _stamp(stamp)])
 
 
 def _mac_input(kind: str, key_id: str, counter: int, fields: bytes) -> bytes:
@@ -442,7 +448,11 @@ def status_msg_fields(msg: Any) -> bytes:
     """:func:`status_fields` of a ``timely_fleet/RobotStatus`` (with its stamp)."""
     return status_fields(msg.robot_id, msg.goal_id, msg.sequence, msg.state, msg.current_skill, msg.progress,
                          msg.elapsed_s, msg.predicted_remaining_s, list(msg.skill_names),
-                         list(msg.skill_durations_s), msg.error, _stamp_of(msg))
+                         list(msg.skill_durations_s), msg.error, _stamp_of(msg),
+                         answers=[(a.segment, a.skill, a.value) for a in getattr(msg, "answers", ())],
+                         return_value=msg.return_value if getattr(msg, "has_return_value", False) else None,
+                         measured=(getattr(msg, "battery_pct", -1.0), getattr(msg, "temperature_c", -1.0),
+                                   getattr(msg, "height_cm", -1.0)))
 
 
 def _sign_msg(msg: Any, key: RobotKey, counter: int, kind: str, fields: bytes) -> Any:

@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Callable
 
 from llm_planner_node.config.params import SIM_ENGINES, FleetParams, RobotParams
+from llm_planner_node.core.battery import BatteryRule, battery_refusal
 from llm_planner_node.core.budgets import StaticBudget
 from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.outcomes import RejectReason, Rejection
@@ -19,6 +20,7 @@ from llm_planner_node.prompts.grammar import derivatives_for, language_for, long
 from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.ports import MAX_ID_CHARS, GoalIn, PlannerPorts
 from llm_planner_node.service.registry import GoalEntry, GoalRegistry
+from llm_planner_node.service.vitals import RobotVitals
 
 
 class GoalIntake:
@@ -28,9 +30,11 @@ class GoalIntake:
                  prompt_builder: Callable[..., object], goals: GoalRegistry, delivery: SegmentDelivery,
                  ports: PlannerPorts, clock: Clock, counters: Counter[str],
                  post: Callable[[Callable[[], None]], None], unavailable: Callable[[], Rejection | None],
-                 max_pending: int) -> None:
+                 max_pending: int, vitals: RobotVitals | None = None) -> None:
         """``unavailable``: why the planner takes no goal now (its lifecycle, its engine), or None;
-        ``max_pending``: goals accepted but not yet ended beyond which new goals are refused."""
+        ``max_pending``: goals accepted but not yet ended beyond which new goals are refused;
+        ``vitals``: what the robots last measured (a drone's battery must see a goal through)."""
+        self._vitals = vitals
         self._params = params
         self._planner = planner
         self._prompt_builder = prompt_builder
@@ -78,7 +82,18 @@ class GoalIntake:
                              f"instruction has {len(text)} characters, the limit is {pp.max_instruction_chars}")
         if g.max_tokens > 4 * pp.max_tokens:
             return Rejection(RejectReason.FIELD, f"max_tokens {g.max_tokens} exceeds the node's limit {4 * pp.max_tokens}")
-        return None
+        return self._battery_check(robot)
+
+    def _battery_check(self, robot: RobotParams) -> Rejection | None:
+        """A flying robot whose last measured battery cannot see a goal through (core/battery.py)."""
+        if self._vitals is None or robot.kind not in ("drone", "sim"):
+            return None
+        rule = BatteryRule()
+        pct = self._vitals.battery(robot.id, rule.max_age_s)
+        if pct is None:
+            return None
+        why = battery_refusal(robot.id, pct, robot.effective_budget.duration_floor_s, rule)
+        return None if why is None else Rejection(RejectReason.BATTERY, why)
 
     def precheck(self, g: GoalIn) -> Rejection | None:
         """The goal's field checks (lengths, then :meth:`validate`): why it is refused whatever

@@ -46,6 +46,7 @@ from llm_planner_node.service.registry import GoalRegistry
 from llm_planner_node.service.scheduler_loop import COMMAND_SLICE, SchedulerLoop
 from llm_planner_node.service.sink import PortsSink
 from llm_planner_node.service.status_path import CANCELLED, DONE, EXECUTING, FAILED, StatusPath
+from llm_planner_node.service.vitals import RobotVitals
 
 __all__ = ["CANCELLED", "COMMAND_SLICE", "DONE", "ENGINE_RETRY_S", "EXECUTING", "FAILED", "KNOWN_ROBOTS_LISTED",
            "PENDING_GOALS_MAX", "EngineHealth", "GoalIn", "PlannerPorts", "PlannerService", "Snapshot", "StatusIn",
@@ -95,9 +96,10 @@ class PlannerService:
         self.planner.segment_check = self.sink.budget_check
         self.engine_keeper = EngineKeeper(self.planner, engine_factory, owns_engine, self._current_params,
                                           prompt_builder, ports, self.clock, self.counters, retry_s=ENGINE_RETRY_S)
+        self.vitals = RobotVitals()
         self.intake = GoalIntake(self._current_params, self.planner, prompt_builder, self.goals, self.delivery,
                                  ports, self.clock, self.counters, post=self._post, unavailable=self._unavailable,
-                                 max_pending=PENDING_GOALS_MAX)
+                                 max_pending=PENDING_GOALS_MAX, vitals=self.vitals)
         self.statuses = StatusPath(self._current_params, self.planner, self.goals, self.delivery, ports,
                                    self.clock, wake_up=self._wake_up)
         self.diagnostics = Diagnostics(self.planner, self.goals, self.delivery, self.statuses, self.counters,
@@ -216,7 +218,15 @@ class PlannerService:
         return self.statuses.expects_status(goal_id)
 
     def on_status(self, st: StatusIn) -> bool:
-        return self.statuses.on_status(st)
+        ok = self.statuses.on_status(st)
+        if ok:  # well formed, of a configured robot
+            self.vitals.update(st.robot_id, st.measured)
+        return ok
+
+    def on_vitals(self, robot_id: str, measured: tuple[float, float, float]) -> None:
+        """An idle robot's report of what it measures (battery, temperature, height)."""
+        if self._current_params().robot(robot_id) is not None:
+            self.vitals.update(robot_id, measured)
 
     # -- operator control (scheduler thread) -----------------------------------------------------
     def dispatch(self, request: Request, segment: Segment) -> None:

@@ -39,6 +39,11 @@ class StatusIn:
     skill_durations_s: tuple[float, ...] = ()
     error: str = ""
     received: float = field(default_factory=time.monotonic)  # when the node took it off the wire
+    #: what the segment's calls answered: (skill call, value as text), and the plan's return value
+    answers: tuple[tuple[str, str], ...] = ()
+    return_value: str | None = None
+    #: the robot's measured battery %, temperature (C), height (cm); -1 = not measured
+    measured: tuple[float, float, float] = (-1.0, -1.0, -1.0)
 
 
 class PlannerPorts(Protocol):

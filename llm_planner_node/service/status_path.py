@@ -70,6 +70,9 @@ class StatusPath:
             return "oversize report"
         if not all(math.isfinite(d) and 0.0 <= d <= MAX_SKILL_S for d in st.skill_durations_s):
             return "duration not finite or outside [0, 3600] s"
+        if len(st.answers) > 1000 or any(len(n) > MAX_ERROR_CHARS or len(v) > MAX_ERROR_CHARS
+                                         for n, v in st.answers) or len(st.return_value or "") > MAX_ERROR_CHARS:
+            return "oversize report"
         return None
 
     def expects_status(self, goal_id: str) -> bool:
@@ -131,6 +134,10 @@ class StatusPath:
             if probe is not None:
                 self._ports.publish(*probe)
         self.delays.append(time.monotonic() - st.received)
+        if st.state in (DONE, FAILED, CANCELLED) and st.answers:  # a repeated report overwrites: idempotent
+            req.answers[k] = tuple((safe_text(n, 200), safe_text(v, 200)) for n, v in st.answers)
+        if st.return_value is not None and st.state == DONE:
+            req.return_value = safe_text(st.return_value, 200)
         if st.state == EXECUTING:
             if k < len(req.exec_start) and req.exec_start[k] is None:
                 self._planner.on_robot_status(st.robot_id, rid, k, "started")

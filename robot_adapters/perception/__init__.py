@@ -1,0 +1,1 @@
+"""Perception ports of the real adapters: camera frames, detectors, detection sources."""

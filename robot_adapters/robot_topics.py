@@ -1,0 +1,168 @@
+"""What a robot sees and feels, on standard ROS topics under its id (the adapter node's side).
+
+For each robot the adapter node hosts:
+
+* ``<robot>/camera/image_raw`` (``sensor_msgs/Image``, rgb8): every frame its perception looked
+  at, and otherwise the newest frame at most ``image_hz`` times a second (a throttled view for
+  rviz, rqt_image_view, Foxglove and rosbag2; the detector does not run on these);
+* ``<robot>/detections`` (``timely_fleet/DetectionArray``, laid out as
+  ``vision_msgs/Detection2DArray``): the detections of every frame the perception looked at,
+  stamped with the frame's time;
+* ``<robot>/battery`` (``sensor_msgs/BatteryState``) once a second, for robots that measure it;
+* subscribed, for arms whose objects come from the team's own camera node
+  (``perception: {source: topic, topic: ...}``): ``DetectionArray`` with 3D positions, fed to
+  the arm's object source.
+
+Everything here only converts and publishes; the robot's logic stays in its executor.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import threading
+import time
+from typing import Any, Sequence
+
+from robot_adapters.perception.types import Detection, Frame
+
+log = logging.getLogger("timely_fleet.adapter")
+
+IMAGE_HZ = 1.0
+BATTERY_HZ = 1.0
+
+
+def _stamp(node: Any, mono: float) -> Any:
+    """A monotonic stamp as ROS time (the node's clock now minus the frame's age)."""
+    from rclpy.duration import Duration
+
+    age = max(0.0, time.monotonic() - mono)
+    return (node.get_clock().now() - Duration(nanoseconds=int(age * 1e9))).to_msg()
+
+
+def image_msg(node: Any, frame: Frame, frame_id: str) -> Any:
+    from sensor_msgs.msg import Image
+
+    img = frame.image
+    h, w = int(img.shape[0]), int(img.shape[1])
+    m = Image(height=h, width=w, encoding="rgb8", is_bigendian=0, step=w * 3)
+    m.header.stamp = _stamp(node, frame.stamp)
+    m.header.frame_id = frame_id
+    m.data = array.array("B", img.tobytes())  # the fast path of rclpy's uint8[] setter
+    return m
+
+
+def detections_msg(node: Any, robot_id: str, source: str, frame: Frame | None, found: Sequence[Detection],
+                   frame_id: str) -> Any:
+    from timely_fleet.msg import Detection as DetectionMsg
+    from timely_fleet.msg import DetectionArray
+
+    w = h = 0
+    if frame is not None:
+        h, w = int(frame.image.shape[0]), int(frame.image.shape[1])
+    out = DetectionArray(robot_id=robot_id, source=source[:200], image_width=w, image_height=h)
+    out.header.stamp = _stamp(node, frame.stamp) if frame is not None else node.get_clock().now().to_msg()
+    out.header.frame_id = frame_id
+    for d in found:
+        cx, cy, bw, bh = d.box
+        m = DetectionMsg(class_id=d.label[:64], score=float(d.score), center_x=cx * w, center_y=cy * h,
+                         size_x=bw * w, size_y=bh * h, has_position=d.position is not None)
+        if d.position is not None:
+            m.position = [float(v) for v in d.position]
+        out.detections.append(m)
+    return out
+
+
+def detections_from_msg(msg: Any) -> list[Detection]:
+    """A received ``DetectionArray`` as detections (boxes normalised when the image size is known)."""
+    w, h = max(int(msg.image_width), 1), max(int(msg.image_height), 1)
+    out = []
+    for m in msg.detections:
+        pos = tuple(float(v) for v in m.position) if m.has_position else None
+        out.append(Detection(str(m.class_id)[:64], float(m.score),
+                             (m.center_x / w, m.center_y / h, m.size_x / w, m.size_y / h), pos))  # type: ignore[arg-type]
+    return out
+
+
+class RobotTopics:
+    """The topics of one robot (created by :func:`attach`)."""
+
+    def __init__(self, node: Any, core: Any) -> None:
+        self.node = node
+        self.robot_id = core.robot_id
+        self.executor = core.executor
+        self.image_pub = self.det_pub = self.battery_pub = None
+        self._last_image_seq = -1
+        self._lock = threading.Lock()
+        camera = getattr(getattr(self.executor, "perception", None), "camera", None)
+        if camera is not None:
+            from sensor_msgs.msg import Image
+            from timely_fleet.msg import DetectionArray
+
+            self.camera = camera
+            self.frame_id = f"{self.robot_id}/camera"
+            self.image_pub = node.create_publisher(Image, f"{self.robot_id}/camera/image_raw", 2)
+            self.det_pub = node.create_publisher(DetectionArray, f"{self.robot_id}/detections", 10)
+            camera.listeners.append(self._on_detections)
+            self._image_timer = node.create_timer(1.0 / IMAGE_HZ, self._throttled_image)
+        if type(self.executor).measured is not _base_measured():
+            from sensor_msgs.msg import BatteryState
+
+            self.battery_pub = node.create_publisher(BatteryState, f"{self.robot_id}/battery", 5)
+            self._battery_timer = node.create_timer(1.0 / BATTERY_HZ, self._battery)
+        source = getattr(self.executor, "detections_source", None)
+        if source is not None:  # an arm fed by the team's camera node
+            from timely_fleet.msg import DetectionArray
+
+            self.source = source
+            node.create_subscription(DetectionArray, source.topic, self._on_source, 10)
+
+    def _publish_image(self, frame: Frame) -> None:
+        with self._lock:
+            if frame.seq == self._last_image_seq:
+                return
+            self._last_image_seq = frame.seq
+        self.image_pub.publish(image_msg(self.node, frame, self.frame_id))  # type: ignore[union-attr]
+
+    def _on_detections(self, frame: Frame, found: Sequence[Detection]) -> None:
+        self._publish_image(frame)
+        self.det_pub.publish(detections_msg(self.node, self.robot_id, self.camera.detector.name,  # type: ignore[union-attr]
+                                            frame, found, self.frame_id))
+
+    def _throttled_image(self) -> None:
+        frame = self.camera.frames()
+        if frame is not None and time.monotonic() - frame.stamp <= self.camera.max_age_s:
+            self._publish_image(frame)
+
+    def _battery(self) -> None:
+        from sensor_msgs.msg import BatteryState
+
+        m = self.executor.measured()
+        if m.battery_pct < 0:
+            return
+        msg = BatteryState(percentage=float(m.battery_pct) / 100.0, present=True,
+                           voltage=float("nan"), current=float("nan"), charge=float("nan"),
+                           capacity=float("nan"), design_capacity=float("nan"),
+                           temperature=float(m.temperature_c) if m.temperature_c >= 0 else float("nan"),
+                           power_supply_status=BatteryState.POWER_SUPPLY_STATUS_DISCHARGING,
+                           power_supply_technology=BatteryState.POWER_SUPPLY_TECHNOLOGY_LIPO)
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.header.frame_id = self.robot_id
+        self.battery_pub.publish(msg)  # type: ignore[union-attr]
+
+    def _on_source(self, msg: Any) -> None:
+        try:
+            self.source.update(detections_from_msg(msg), time.monotonic())
+        except Exception:  # noqa: BLE001 - a malformed message must not stop the node
+            log.warning("%s: detections on %s not usable", self.robot_id, self.source.topic, exc_info=True)
+
+
+def _base_measured() -> Any:
+    from robot_adapters.executor import SkillExecutor
+
+    return SkillExecutor.measured
+
+
+def attach(node: Any, core: Any) -> RobotTopics:
+    """Create the robot's topics on ``node`` (the adapter node that hosts ``core``)."""
+    return RobotTopics(node, core)

@@ -113,26 +113,47 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
         stack.callback(ex.close)
         return ex
     if robot.adapter in ("indy", "indy-sim"):
+        from llm_planner_node.cli import CommandError
         from robot_adapters.arm_executor import IndyArmExecutor
+        from robot_adapters.executor import SkillExecutionError
+        from robot_adapters.perception.arm_sources import object_source
 
+        spec = dict(robot.perception) if robot.perception is not None else None
+        if robot.adapter == "indy" and spec is None:
+            raise ParamError(f"robot {robot.id}: a real arm needs a perception source: set "
+                             f"robots[{robot.id}].perception to {{source: map, objects: {{...}}}} or "
+                             "{source: topic, topic: ...} (docs/perception.md)")
         host = robot.host or "127.0.0.1"
+        scene = None
         if robot.adapter == "indy-sim":
             from robot_adapters.indy_sim import FakeIndy
 
             host = robot.host or f"127.0.0.{10 + index}"
-            scene = workspace_scene(robot.objects)
+            spec = spec or {"source": "scene"}  # the simulated desk, unless the robot declares a source
+            if spec["source"] == "map":  # the simulated world holds what the map declares
+                from robot_adapters.scene import Scene
+
+                scene = Scene.from_dict({"objects": {n: {"pos": p} for n, p in spec["objects"].items()}})
+            else:
+                scene = workspace_scene(robot.objects)
             try:
                 fake = FakeIndy(host, time_scale=time_scale, scene=scene).start()
             except OSError as e:  # most often: another `up` or `demo` of this fleet still runs here
-                from llm_planner_node.cli import CommandError
-
                 raise CommandError(f"robot {robot.id}: {e} (or stop the other `timely-fleet up` or `demo` "
                                    "running on this machine)") from e
             stack.callback(fake.stop)
-            ex = IndyArmExecutor(host, scene, time_scale=time_scale)
-        else:
-            ex = IndyArmExecutor(host, time_scale=time_scale)
-        ex.connect()
+        try:
+            source = None if spec["source"] == "none" else object_source(spec, scene=scene)
+        except ValueError as e:
+            raise ParamError(f"robot {robot.id}: {e}") from None
+        # every pose derived from a perceived object is checked against the arm's workspace box,
+        # on the simulated desk too; a `source: topic` arm exposes ex.detections_source (its
+        # .topic) for the adapter's ROS node to feed
+        ex = IndyArmExecutor(host, source, scene=scene, check_workspace=True, time_scale=time_scale)
+        try:
+            ex.connect()
+        except SkillExecutionError as e:
+            raise CommandError(f"robot {robot.id}: {e}") from None
         return ex
     raise ParamError(f"robot {robot.id}: unknown adapter {robot.adapter!r}")
 

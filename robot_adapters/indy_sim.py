@@ -6,7 +6,9 @@ messages generated in ``neuromeka.proto`` (so the wire format is the client's ow
 * Control (port 20001): ``MoveL`` (absolute / relative task targets), ``MoveJ`` (joint targets;
   the configured home joint position maps to :data:`ARM_HOME_POSE`), ``StopMotion``.
 * Device (20002): ``SetDO`` / ``GetDO`` / ``GetDI``. A digital-IO gripper: DO ``GRIP_DO`` = 1
-  closes it; DI ``GRIP_DI`` (the closed sensor) follows after ``ARM_GRIPPER_S``.
+  closes it; DI ``GRIP_DI`` (the closed sensor) follows after ``ARM_GRIPPER_S``, and DI
+  ``FINGERS_CLOSED_DI`` reads 1 when the closed gripper's fingers went all the way (nothing
+  between them: the grasp missed), as real grippers sense a grasp.
 * Config (20003): ``GetHomePosition``.
 * RTDataExchange (20004): ``GetMotionData`` (is_in_motion, is_target_reached, traj_progress,
   remain_distance) and ``GetControlData`` (op_state, q, p).
@@ -17,7 +19,9 @@ client's default task velocity, ``Limits.TaskDispVelValueDefault`` = 250 mm/s) s
 execution-time model's arm profile. Targets farther than the Indy7 reach (800 mm) from the base
 or below the table (z < 0) are refused with ``Response(code=1, msg=...)``. With a
 :class:`~robot_adapters.scene.Scene`, closing the gripper next to an object picks it up and
-moving carries it, so tests can check where things end up.
+moving carries it, so tests can check where things end up; closing it where no object of the
+scene lies (or with no scene, or after :meth:`FakeIndy.miss_next_grasp`) grasps nothing and the
+fingers close fully.
 
 ``FakeIndy(host="127.0.0.1").start()`` binds the four ports on ``host`` (any 127.x.y.z works for
 several arms at once) and ``stop()`` shuts the server down.
@@ -59,6 +63,7 @@ HOME_JPOS = [0.0, 0.0, -90.0, 0.0, -90.0, 0.0]
 REACH_MM = 800.0
 GRIP_DO = 0
 GRIP_DI = 0
+FINGERS_CLOSED_DI = 1  # 1: the closed gripper's fingers are fully closed (nothing held)
 DEFAULT_VEL_RATIO = 15  # neuromeka Limits.JogVelRatioDefault
 OP_IDLE, OP_MOVING = 5, 6
 TRAJ_NONE, TRAJ_CRUISE, TRAJ_FINISHED = 0, 5, 8
@@ -80,6 +85,8 @@ class ArmState:
         self.moving = False
         self.do: dict[int, bool] = {}
         self.grip_changed_at = -1e9
+        self.grasped_nothing = False  # the last close found no object between the fingers
+        self.miss_next_grasp = False  # test hook: the next close grasps nothing (the object slipped)
         self.motions: list[tuple[str, list[float], float]] = []  # (kind, target, seconds)
         self.do_log: list[tuple[int, bool]] = []
 
@@ -121,10 +128,15 @@ class ArmState:
             self.do_log.append((addr, on))
             if addr == GRIP_DO and self.do.get(addr, False) != on:
                 self.grip_changed_at = time.monotonic()
-                if self.scene is not None:
-                    if on:
-                        self.scene.held = self._object_at_tool()
-                    elif self.scene.held:
+                if on:
+                    grasped = None if self.scene is None or self.miss_next_grasp else self._object_at_tool()
+                    self.miss_next_grasp = False
+                    self.grasped_nothing = grasped is None
+                    if self.scene is not None:
+                        self.scene.held = grasped
+                else:
+                    self.grasped_nothing = False
+                    if self.scene is not None and self.scene.held:
                         self.scene.move_object(self.scene.held, self.p[:3])
                         self.scene.held = None
             self.do[addr] = on
@@ -140,6 +152,11 @@ class ArmState:
             settled = time.monotonic() - self.grip_changed_at >= ARM_GRIPPER_S * self.time_scale
             on = self.do.get(GRIP_DO, False)
             return on if settled else not on
+
+    def fingers_fully_closed(self) -> bool:
+        """The finger sensor: the gripper closed (and settled) with nothing between its fingers."""
+        with self.lock:
+            return self.gripper_closed() and self.do.get(GRIP_DO, False) and self.grasped_nothing
 
 
 def _ok() -> common_msgs.Response:
@@ -205,8 +222,11 @@ class _Device(DeviceServicer):
         return device_msgs.DigitalList(signals=sig)
 
     def GetDI(self, request, context):  # noqa: N802
-        closed = self.st.gripper_closed()
-        return device_msgs.DigitalList(signals=[device_msgs.DigitalSignal(address=GRIP_DI, state=1 if closed else 0)])
+        with self.st.lock:
+            closed, empty = self.st.gripper_closed(), self.st.fingers_fully_closed()
+        return device_msgs.DigitalList(signals=[device_msgs.DigitalSignal(address=GRIP_DI, state=1 if closed else 0),
+                                                device_msgs.DigitalSignal(address=FINGERS_CLOSED_DI,
+                                                                          state=1 if empty else 0)])
 
 
 class _Config(ConfigServicer):
@@ -270,6 +290,12 @@ class FakeIndy:
 
     def stop(self) -> None:
         self.server.stop(grace=0.5).wait(2.0)
+
+    def miss_next_grasp(self) -> None:
+        """Test hook: the next closing of the gripper grasps nothing (the object slipped or was
+        moved away), so its fingers close fully."""
+        with self.state.lock:
+            self.state.miss_next_grasp = True
 
     def __enter__(self) -> "FakeIndy":
         return self.start()

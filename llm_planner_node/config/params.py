@@ -23,7 +23,7 @@ import difflib
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -130,6 +130,10 @@ class RobotParams:
     budget: Budget | None = None
     #: segments that wait for an operator's approval before dispatch (core/approval.py; None: none)
     approval: Approval | None = None
+    #: the YAML ``perception:`` mapping: where the robot's perceived objects come from
+    #: (:data:`PERCEPTION_SOURCES`; arms: robot_adapters/perception/arm_sources.py). None: not
+    #: declared (a simulated robot uses its simulator's scene; a real arm refuses to start)
+    perception: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @property
     def effective_budget(self) -> Budget:
@@ -172,7 +176,13 @@ _PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_pre
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
                       "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
                       "plan_limits", "sampling")
-_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval")
+_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception")
+#: values of a robot's ``perception.source``; ``scene`` only on the simulated adapters
+PERCEPTION_SOURCES = ("map", "topic", "scene", "camera", "none")
+_SCENE_ADAPTERS = ("indy-sim", "tello-sim", "sim")
+#: keys of an arm's perception mapping per source (robot_adapters/perception/arm_sources.py)
+_ARM_PERCEPTION_KEYS = {"map": ("source", "objects"), "topic": ("source", "topic", "camera_to_base", "max_age_s"),
+                        "scene": ("source",), "none": ("source",)}
 PLAN_LANGUAGES = ("minispec", "arm", "chat")
 _BATCHING_KEYS = ("mode", "max_batch")
 
@@ -351,6 +361,58 @@ def _per_language(value: Any, where: str, defaults: dict[str, Any]) -> dict[str,
     return out
 
 
+def _numbers(value: Any, n: int) -> bool:
+    return isinstance(value, list) and len(value) == n and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+
+
+def _perception(value: Any, where: str, kind: str, adapter: str) -> dict[str, Any] | None:
+    """A robot's ``perception:`` mapping, checked: a known ``source``, ``scene`` only on a
+    simulated adapter; for arms, the keys of the source (map: ``objects`` of [x, y, z] mm; topic:
+    ``topic``, optional ``camera_to_base`` [x, y, z, roll, pitch, yaw] and ``max_age_s`` > 0)."""
+    if value is None:
+        return None
+    example = "{source: map, objects: {apple: [400, 0, 60]}}"
+    if not isinstance(value, dict):
+        raise ParamError(f"{where} must be a mapping such as {example}, got {value!r}")
+    source = value.get("source")
+    if source not in PERCEPTION_SOURCES:
+        raise ParamError(f"{where}.source must be one of {', '.join(PERCEPTION_SOURCES)}, got {source!r}")
+    if source == "scene" and adapter not in _SCENE_ADAPTERS:
+        raise ParamError(f"{where}: source scene is the simulator's scene, for adapters "
+                         f"{', '.join(_SCENE_ADAPTERS)} only, not {adapter!r}: use source map or topic")
+    if kind != "arm":
+        return dict(value)
+    known = _ARM_PERCEPTION_KEYS.get(source)
+    if known is None:
+        raise ParamError(f"{where}: source {source} gives no 3D positions, which an arm needs: "
+                         "use map or topic")
+    for key in value:
+        if key not in known:
+            raise _unknown(where, key, known)
+    if source == "map":
+        objects = value.get("objects")
+        if not isinstance(objects, dict) or not objects:
+            raise ParamError(f"{where}: source map needs objects, a mapping of names to [x, y, z] in mm "
+                             f"in the robot's base frame, e.g. {example}")
+        for name, pos in objects.items():
+            if not isinstance(name, str) or not name.strip() or not _numbers(pos, 3):
+                raise ParamError(f"{where}.objects.{name} must be 3 numbers [x, y, z] in mm, got {pos!r}")
+        return {"source": "map", "objects": {n: [float(v) for v in p] for n, p in objects.items()}}
+    if source == "topic":
+        topic = value.get("topic")
+        if not isinstance(topic, str) or not topic.strip():
+            raise ParamError(f"{where}: source topic needs topic, the name of the 3D detections topic "
+                             f"(e.g. indy_1/detections_3d), got {topic!r}")
+        if "camera_to_base" in value and not _numbers(value["camera_to_base"], 6):
+            raise ParamError(f"{where}.camera_to_base must be 6 numbers [x, y, z, roll, pitch, yaw] "
+                             f"(mm, degrees), got {value['camera_to_base']!r}")
+        age = value.get("max_age_s", 2.0)
+        if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age <= 0:
+            raise ParamError(f"{where}.max_age_s must be a number > 0 (seconds), got {age!r}")
+    return dict(value)
+
+
 def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> FleetParams:
     """Validate a parsed YAML document; raise ParamError naming the offending key."""
     if not isinstance(data, dict):
@@ -466,8 +528,9 @@ def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> Fl
                 approval = approval_from(r["approval"], DEFAULT_SKILL_SETS[skill_set])
             except ValueError as e:
                 raise ParamError(f"{where}.approval: {e}") from None
+        perception = _perception(r.get("perception"), f"{where}.perception", kind, adapter)
         robots.append(RobotParams(rid, kind, skill_set, adapter, host, tuple(o.strip() for o in objects), budget,
-                                  approval))
+                                  approval, perception))
     return FleetParams(planner=planner, robots=tuple(robots), security=security)
 
 

@@ -85,7 +85,9 @@ _ROBOT_DESCRIPTIONS = {"kind": "robot kind", "skill_set": "skill set the planner
                                  "max_rotation_deg, duration_factor, duration_floor_s, fence_cm); '' = the kind's default",
                        "objects": "objects the robot knows (named in the prompt; the only object arguments its grammar admits)",
                        "approval": "segments an operator must approve before dispatch (YAML mapping: skills, all, "
-                                   "timeout_s); '' = none"}
+                                   "timeout_s); '' = none",
+                       "perception": "where the robot's perceived objects come from (YAML mapping: source map|topic|"
+                                     "scene|camera|none and its keys); '' = not declared"}
 
 
 @dataclass(frozen=True)
@@ -159,8 +161,8 @@ def _choices(name: str) -> tuple[str, ...] | None:
 
 def _spec(name: str, f: Any, default: Any, description: str) -> ParamSpec:
     typ = _SIMPLE_TYPES.get(f.type) if isinstance(f.type, str) else f.type
-    if f.type in ("Budget | None", "Approval | None"):  # robots.<id>.budget/approval: the YAML mapping in flow
-        # style ('' = the kind's default budget, no approval)
+    if f.type in ("Budget | None", "Approval | None", "Mapping[str, Any] | None"):  # robots.<id>.budget/approval/
+        # perception: the YAML mapping in flow style ('' = the kind's default budget, no approval, none declared)
         return ParamSpec(name=name, type=str, default=_budget_text(default), description=description, read_only=True)
     if f.type == "tuple[str, ...]":  # engine.servers: a string array
         return ParamSpec(name=name, type=list, default=list(default), description=description, read_only=True)
@@ -184,6 +186,8 @@ def _budget_text(budget: Any) -> str:
         return ""
     import yaml
 
+    if isinstance(budget, Mapping):  # robots.<id>.perception: the mapping as written
+        return yaml.safe_dump(dict(budget), default_flow_style=True, sort_keys=False).strip()
     diff = {f.name: getattr(budget, f.name) for f in fields(budget)}
     diff = {k: (list(v) if isinstance(v, tuple) else v) for k, v in diff.items()}
     return yaml.safe_dump(diff, default_flow_style=True).strip()
@@ -289,7 +293,7 @@ def from_flat(flat: Mapping[str, Any]) -> FleetParams:
         if parts[0] == "robots" and len(parts) == 3:
             if parts[1] not in robots:
                 raise ParamError(f"{name}: robot '{parts[1]}' is not in {ROBOT_IDS} {ids}: add it there first")
-            if parts[2] in ("budget", "approval"):
+            if parts[2] in ("budget", "approval", "perception"):
                 import yaml
 
                 value = (yaml.safe_load(value) or None) if isinstance(value, str) else value

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import socket
 import os
 import threading
 import time
@@ -141,11 +142,15 @@ def test_up_names_the_host_of_an_arm_that_does_not_answer():
                             "check that it is powered, on this network, and that `host:` in the fleet YAML is its "
                             "address")
     assert is_user_error(e.value)  # `timely-fleet up` prints it as its one line
-    # an address where nothing answers at all: the connect gives up at its timeout
-    ex = IndyArmExecutor("192.0.2.1", WorkspaceMap(MAP), connect_timeout_s=0.5)  # TEST-NET-1
-    with pytest.raises(SkillExecutionError, match=r"^arm at 192.0.2.1 does not answer IndyDCP3 on port 20001 "
-                                                  r"\((UNAVAILABLE|no answer in 0.5 s)\): check"):
-        ex.connect()
+    # an address that takes the TCP connection and then says nothing (loopback, a silent
+    # listener on the arm's port): the connect gives up at its timeout
+    silent_host = next(_hosts)
+    with socket.create_server((silent_host, 20001)) as silent:
+        ex = IndyArmExecutor(silent_host, WorkspaceMap(MAP), connect_timeout_s=0.5)
+        with pytest.raises(SkillExecutionError, match=rf"^arm at {silent_host} does not answer IndyDCP3 on port "
+                                                      r"20001 \((UNAVAILABLE|no answer in 0.5 s)\): check"):
+            ex.connect()
+        assert silent.fileno() >= 0
 
 
 def test_up_builds_the_declared_source_of_a_simulated_arm():

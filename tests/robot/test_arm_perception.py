@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import socket
 import os
+import socket
 import threading
 import time
 

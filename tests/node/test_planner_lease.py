@@ -58,7 +58,7 @@ def test_adapters_stop_their_robots_when_the_planner_dies(ros_context):
     try:
         adapters.wait_ready(120)
         planner.wait_ready(120)
-        goals = [_goal("indy_1", "clean the desk"), _goal("tello_1", "check the book on the cabinet")]
+        goals = [_goal("indy_1", "clean the desk"), _goal("tello_1", "look for the cat")]
         # both robots executing their plans (the arm's takes about a minute in real time)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -128,7 +128,7 @@ def test_operator_stop_halts_the_real_protocol_robots_and_the_next_goal_runs(ros
     try:
         adapters.wait_ready(120)
         planner.wait_ready(120)
-        goals = [_goal("indy_1", "clean the desk"), _goal("tello_1", "check the book on the cabinet")]
+        goals = [_goal("indy_1", "clean the desk"), _goal("tello_1", "look for the cat")]
         time.sleep(4.0)  # both robots at work
         env = {**os.environ, "TIMELY_FLEET_OPERATOR_SECRET": secret}
         t_stop = time.monotonic()
@@ -142,7 +142,7 @@ def test_operator_stop_halts_the_real_protocol_robots_and_the_next_goal_runs(ros
             if {"tello_1", "indy_1"} <= set(idle):
                 break
             time.sleep(0.1)
-        again = subprocess.run([*TF, "goal", "tello_1", "check the book on the cabinet", "--timeout", "120"],
+        again = subprocess.run([*TF, "goal", "tello_1", "look for the cat", "--timeout", "120"],
                                cwd=ROOT, capture_output=True, text=True, timeout=150)
     finally:
         log = adapters.stop()

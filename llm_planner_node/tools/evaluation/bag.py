@@ -60,9 +60,18 @@ def typestore() -> Any:
     return _TYPESTORE
 
 
+#: what a robot sees and feels, under its id (robot_adapters/robot_topics.py)
+ROBOT_TOPIC_TYPES = {"camera/image_raw": "sensor_msgs/msg/Image", "detections": f"{PKG}/msg/DetectionArray",
+                     "battery": "sensor_msgs/msg/BatteryState"}
+ROBOT_TOPIC_RE = re.compile(r"^/(?:[A-Za-z0-9_]+/)*[A-Za-z][A-Za-z0-9_]*/(camera/image_raw|detections|battery)$")
+
+
 def _msgtype_of_topic(topic: str) -> str | None:
     if topic in TYPES:
         return TYPES[topic]
+    m = ROBOT_TOPIC_RE.match(topic)
+    if m is not None:
+        return ROBOT_TOPIC_TYPES[m.group(1)]
     return SEGMENT_TYPE if SEGMENTS_RE.match(topic) else None
 
 
@@ -96,9 +105,10 @@ class BagWriter:
 
 
 def _ros_msg_class(topic: str) -> Any:
-    import timely_fleet.msg as m
+    import importlib
 
-    return getattr(m, _msgtype_of_topic(topic).rsplit("/", 1)[1])  # type: ignore[union-attr]
+    pkg, _msg, name = _msgtype_of_topic(topic).split("/")  # type: ignore[union-attr]
+    return getattr(importlib.import_module(f"{pkg}.msg"), name)
 
 
 class BagRecorder:
@@ -106,17 +116,20 @@ class BagRecorder:
 
     The shared ``/robot_segments`` topic is always recorded. ``robots``: robot ids whose per-robot
     ``/robots/<id>/segments`` to record (``security.per_robot_topics``); with ``discover=True`` new
-    per-robot segment topics found in the graph are added (checked every ``discover_period_s``).
+    per-robot segment topics, and each robot's ``<id>/camera/image_raw`` (unless ``images`` is
+    False), ``<id>/detections`` and ``<id>/battery``, found in the graph are added (checked every
+    ``discover_period_s``).
     Use :meth:`close` to stop and finalise the bag.
     """
 
     def __init__(self, path: str | Path, *, context: Any = None, robots: Sequence[str] = (),
                  discover: bool = True, storage: str = "mcap", discover_period_s: float = 0.5,
-                 node_name: str = "timely_fleet_recorder") -> None:
+                 node_name: str = "timely_fleet_recorder", images: bool = True) -> None:
         from rclpy.node import Node
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
         self.writer = BagWriter(path, storage)
+        self.images = images
         self.node = Node(node_name, context=context)
         self._qos = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST,
                                reliability=ReliabilityPolicy.RELIABLE)
@@ -142,7 +155,8 @@ class BagRecorder:
 
     def discover(self) -> None:
         for topic, _types in self.node.get_topic_names_and_types():
-            if SEGMENTS_RE.match(topic):
+            m = ROBOT_TOPIC_RE.match(topic)
+            if SEGMENTS_RE.match(topic) or (m is not None and (self.images or m.group(1) != "camera/image_raw")):
                 self._subscribe(topic)
 
     @property

@@ -5,7 +5,9 @@
 
 Records ``/planner/goals``, ``/planner/results``, ``/robot_status``, ``/robot_segments`` (every
 robot's segments) and, with ``security.per_robot_topics``, ``/robots/<id>/segments`` (the given
-robots plus any per-robot segment topic discovered while recording) into a rosbag2 written
+robots plus any per-robot segment topic discovered while recording), and what each robot sees
+and feels (``/<id>/camera/image_raw`` unless ``--no-images``, ``/<id>/detections``,
+``/<id>/battery``) into a rosbag2 written
 with ``rosbags``. ``timely-fleet report <bag>`` recomputes the metrics;
 ``timely-fleet replay <bag>`` re-sends the goals.
 """
@@ -21,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bag", help="output bag directory (must not exist)")
     parser.add_argument("--robots", default="", help="comma-separated robot ids (per-robot segment topics)")
     parser.add_argument("--no-discover", action="store_true", help="do not add discovered per-robot segment topics")
+    parser.add_argument("--no-images", action="store_true",
+                        help="do not record the robots' camera images (their detections and battery still are)")
     parser.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
 
@@ -40,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     rclpy.init()
     rec = BagRecorder(args.bag, robots=[r for r in args.robots.split(",") if r],
-                      discover=not args.no_discover, storage=args.storage)
+                      discover=not args.no_discover, storage=args.storage, images=not args.no_images)
     ex = SingleThreadedExecutor()
     ex.add_node(rec.node)
     end = None if args.duration is None else time.monotonic() + args.duration

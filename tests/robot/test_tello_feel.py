@@ -1,0 +1,40 @@
+"""What the drone adapter feels through djitellopy's state packets, against the Tello simulator:
+measured battery, temperature and height on the status link, the pose the geofence reads, and a
+landing on low battery that ends the skill with that reason."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+djitellopy = pytest.importorskip("djitellopy")
+
+from llm_planner_node.core.skills import SkillCall  # noqa: E402
+from robot_adapters.drone_executor import TelloExecutor  # noqa: E402
+from robot_adapters.executor import SkillExecutionError  # noqa: E402
+from robot_adapters.tello_sim import TelloSim  # noqa: E402
+
+SCALE = 0.2
+
+
+def test_measured_state_and_a_low_battery_landing(tello_net):
+    ip = tello_net.sim_ips[0]
+    sim = tello_net.in_sim(lambda: TelloSim(ip, time_scale=SCALE, battery=50, video=False).start())
+    ex = TelloExecutor(ip, name="tello_9", time_scale=SCALE,
+                       client_factory=lambda: tello_net.in_client(lambda: djitellopy.Tello(host=ip, retry_count=1)))
+    try:
+        ex.connect()
+        cancel = threading.Event()
+        ex.execute(SkillCall("move_up", (50,)), cancel)  # takes off first (auto take-off), then climbs
+        m = ex.measured()
+        assert 45 <= m.battery_pct <= 50 and m.temperature_c >= 60
+        # the height the geofence reads is the drone's own measurement (80 cm take-off + 50 cm)
+        assert m.height_cm == pytest.approx(130, abs=2) and ex.pose[2] == pytest.approx(130, abs=2)
+        sim.set_battery(9)  # below the Tello's 10 %: it lands by itself during the next motion
+        with pytest.raises(SkillExecutionError, match=r"tello_9: low battery \(\d+%\)"):
+            ex.execute(SkillCall("move_forward", (200,)), cancel)
+        assert not ex.flying
+    finally:
+        ex.close()
+        sim.stop()

@@ -129,6 +129,8 @@ def test_stdio_tools_with_schemas_and_a_goal_to_each_robot_kind_succeeds(fleet):
                 assert all(robot in (m or "") for _p, _t, m in progress[robot].items)
                 st = await goal_state(c, res["goal_id"])
                 assert st["state"] == "SUCCEEDED" and st["plan_text"] == res["plan_text"]
+            # what the robot found reaches the agent: tello_1 streams a room with a cat in it
+            assert {"segment": 1, "skill": "scan(cat)", "value": "True"} in results["tello_1"].structured_content["answers"]
 
     anyio.run(main)
 

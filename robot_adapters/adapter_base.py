@@ -103,6 +103,8 @@ class StatusEvent:
     return_value: str | None = None
     #: the robot's measured state when the status was made (see SkillExecutor.measured)
     measured: Measured = field(default_factory=Measured)
+    #: what the robot sees now (TypeFly's scene entries), on idle reports; None: not reported
+    scene: list[str] | None = None
 
     @property
     def state_name(self) -> str:
@@ -239,13 +241,25 @@ class AdapterCore:
         planner's battery check reads it between goals)."""
         if self._stop:
             return
+        if self._current is None and type(self.executor).scene_view is not SkillExecutor.scene_view:
+            from robot_adapters.event_loop import run_blocking  # a detection blocks: not on the loop
+
+            run_blocking(self.loop, lambda: (self.executor.measured(), self.executor.scene_view()),
+                         self._vitals_done)
+            return
+        self._vitals_done((self.executor.measured(), None), None)
+
+    def _vitals_done(self, value: Any, err: BaseException | None) -> None:
         try:
-            m = self.executor.measured()
-            if any(v >= 0 for v in (m.battery_pct, m.temperature_c, m.height_cm)):
-                self.publish(StatusEvent(self.robot_id, "", 0, STATE_IDLE, measured=m))
+            if err is not None:
+                raise err
+            m, scene = value
+            if scene is not None or any(v >= 0 for v in (m.battery_pct, m.temperature_c, m.height_cm)):
+                self.publish(StatusEvent(self.robot_id, "", 0, STATE_IDLE, measured=m, scene=scene))
         except Exception:  # noqa: BLE001 - a robot that cannot say its state this time
             log.debug("%s: idle report failed", self.robot_id, exc_info=True)
-        self.loop.call_later(VITALS_S, self._report_vitals)
+        if not self._stop:
+            self.loop.call_later(VITALS_S, self._report_vitals)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         with self._cv:
@@ -755,6 +769,8 @@ def status_to_msg(ev: StatusEvent, msg_type: Any) -> Any:
     m.battery_pct = float(ev.measured.battery_pct)
     m.temperature_c = float(ev.measured.temperature_c)
     m.height_cm = float(ev.measured.height_cm)
+    m.has_scene = ev.scene is not None
+    m.scene = [str(e)[:120] for e in (ev.scene or ())[:32]]
     sec = int(ev.stamp)
     m.stamp.sec = sec
     m.stamp.nanosec = int((ev.stamp - sec) * 1e9)

@@ -143,6 +143,19 @@ class TelloExecutor(SkillExecutor):
         return Measured(battery_pct=num("bat"), temperature_c=(lo + hi) / 2 if lo >= 0 and hi >= 0 else -1.0,
                         height_cm=num("h") if self.flying else 0.0)
 
+    def scene_view(self) -> list[str] | None:
+        """The objects on the newest camera frame (the detector runs once per frame), or None."""
+        camera = getattr(self.perception, "camera", None)
+        if camera is None or not self.flying and self.tello is None:
+            return None
+        from llm_planner_node.core.perceivable import scene_entry
+
+        try:
+            _frame, found = camera.detect()
+        except PerceptionError:
+            return None
+        return [scene_entry(d.label, d.box) for d in sorted(found, key=lambda d: -d.score)]
+
     def measured_height_cm(self) -> float | None:
         """Height above the floor: time-of-flight (cm) when the drone reports it, else ``h``."""
         st = self._state()

@@ -86,6 +86,11 @@ class SkillExecutor:
 
         run_blocking(loop, self.halt, done)
 
+    def scene_view(self) -> list[str] | None:
+        """What the robot sees now, as TypeFly's scene entries (``cat x:0.28 y:0.52 width:0.10
+        height:0.12``); None: it has no camera, or none answers now. May block (a detection)."""
+        return None
+
     def measured(self) -> Measured:
         """The robot's own measurements (battery, temperature, height) for ``/robot_status``;
         default: none."""

@@ -480,6 +480,26 @@ def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
     return dict(value)
 
 
+def perceivable_objects(robot: RobotParams) -> tuple[str, ...] | None:
+    """What ``robot`` can perceive, when its YAML says (None: unknown, nothing is refused): a Tello
+    seeing through the default detector knows COCO's classes (with a vision-language endpoint it
+    can be asked about anything: None); an arm with a map knows its map's objects, one with a
+    detections topic or a simulator's desk its declared ``objects``."""
+    from llm_planner_node.core.perceivable import COCO_LABELS
+
+    spec = dict(robot.perception or {})
+    if robot.adapter in ("tello", "tello-sim"):
+        source = spec.get("source", "camera")
+        if source != "camera" or spec.get("vlm") or str(spec.get("detector", "default")) != "default":
+            return None
+        return COCO_LABELS
+    if robot.kind == "arm":
+        if spec.get("source") == "map":
+            return tuple(sorted(set(spec.get("objects", {})) | set(robot.objects)))
+        return tuple(robot.objects) or None
+    return None
+
+
 def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> FleetParams:
     """Validate a parsed YAML document; raise ParamError naming the offending key."""
     if not isinstance(data, dict):

@@ -73,7 +73,8 @@ def sim_no_plan_message(instruction: str, robot_kind: str) -> str:
             f"it plans: {listed}{more} (README: What the shipped planner knows)")
 
 
-def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
+def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = (),
+                       scene: tuple[str, ...] | None = None) -> object:
     """The simulated plan for a goal, only for an instruction the shipped planner knows
     (:func:`llm_planner_node.planner_model.known.find_known`; case, punctuation and whitespace do
     not matter):
@@ -111,7 +112,7 @@ def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, obj
 
 
 def scripted_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str,
-                            objects: tuple[str, ...] = ()) -> object:
+                            objects: tuple[str, ...] = (), scene: tuple[str, ...] | None = None) -> object:
     """The scripted engine (``engine.kind: scripted``): the instruction *is* the plan the engine
     writes, cut by the robot's segmenter and generated at the simulated engine's speed, so given
     plans (adversarial ones: deep loops, long plans, moves out of a fence) reach the real planner

@@ -4,7 +4,7 @@ template."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.prompts.prompt import PromptOptions, build_chat_prompt_ids, build_prompt, has_chat_template
@@ -13,9 +13,10 @@ from llm_planner_node.prompts.prompt import PromptOptions, build_chat_prompt_ids
 CHAT_PROMPT_CACHE_MAX = 256
 
 
-def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
+def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = (),
+                        scene: tuple[str, ...] | None = None) -> object:
     """The shipped planner model's prompt for a goal (skill set + guidance + examples + task; it
-    was trained without object lists)."""
+    was trained without object lists and scenes)."""
     return build_prompt(instruction, robot_kind, DEFAULT_SKILL_SETS[skill_set_id])
 
 
@@ -30,15 +31,16 @@ def chat_template_prompt_builder(model_path: str, options: PromptOptions | None 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if not has_chat_template(tokenizer):
         return None
-    cache: dict[tuple[str, str, str, tuple[str, ...]], tuple[int, ...]] = {}
+    cache: dict[tuple[Any, ...], tuple[int, ...]] = {}
 
-    def build(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = ()) -> object:
-        key = (instruction, robot_kind, skill_set_id, tuple(objects))
+    def build(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = (),
+              scene: tuple[str, ...] | None = None) -> object:
+        key = (instruction, robot_kind, skill_set_id, tuple(objects), None if scene is None else tuple(scene))
         ids = cache.get(key)
         if ids is None:
             ids = cache[key] = tuple(build_chat_prompt_ids(tokenizer, instruction, robot_kind,
                                                            DEFAULT_SKILL_SETS[skill_set_id], objects=tuple(objects),
-                                                           options=options))
+                                                           options=options, scene=scene))
             while len(cache) > CHAT_PROMPT_CACHE_MAX:
                 cache.pop(next(iter(cache)))
         return list(ids)

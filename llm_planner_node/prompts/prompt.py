@@ -206,9 +206,12 @@ def language_key(robot_kind: str, skill_set: SkillSet) -> str:
 
 
 def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillSet | None = None, *,
-                  objects: Sequence[str] = (), options: PromptOptions = PromptOptions()) -> list[dict]:
+                  objects: Sequence[str] = (), options: PromptOptions = PromptOptions(),
+                  scene: Sequence[str] | None = None) -> list[dict]:
     """System message, then ``options.examples`` retrieved worked examples as user/assistant
-    turns, then the instruction (quantities in the skills' units when ``options.quantities``)."""
+    turns, then the instruction (quantities in the skills' units when ``options.quantities``) and,
+    for a robot that reported what it sees, TypeFly's ``Scene: [...]`` line after it (in the last
+    turn, so the system message and the examples stay a shared prefix for the cache)."""
     if skill_set is None:
         skill_set = DEFAULT_SKILL_SETS[DEFAULT_SKILL_SET_FOR_KIND[robot_kind]]
     instruction = " ".join(instruction.strip().split())
@@ -220,15 +223,20 @@ def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillS
     msgs = [{"role": "system", "content": system_message(robot_kind, skill_set, objects=objects, options=options)}]
     for instr, plan in retrieve(instruction, language, options.examples):
         msgs += [{"role": "user", "content": said(instr)}, {"role": "assistant", "content": plan}]
-    msgs.append({"role": "user", "content": said(instruction)})
+    last = said(instruction)
+    if scene is not None and robot_kind != "chat":
+        from llm_planner_node.core.perceivable import scene_line
+
+        last = f"{last}\n{scene_line(scene)}"
+    msgs.append({"role": "user", "content": last})
     return msgs
 
 
 def build_chat_prompt_ids(tokenizer: object, instruction: str, robot_kind: str = "drone",
                           skill_set: SkillSet | None = None, *, objects: Sequence[str] = (),
-                          options: PromptOptions = PromptOptions()) -> list[int]:
+                          options: PromptOptions = PromptOptions(), scene: Sequence[str] | None = None) -> list[int]:
     """The goal's prompt as token ids, rendered with the tokenizer's chat template."""
-    msgs = chat_messages(instruction, robot_kind, skill_set, objects=objects, options=options)
+    msgs = chat_messages(instruction, robot_kind, skill_set, objects=objects, options=options, scene=scene)
     ids = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)  # type: ignore[attr-defined]
     if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in some transformers versions
         ids = ids["input_ids"]

@@ -461,7 +461,8 @@ class PlannerNode(LifecycleNode):
         if self._verifier is not None and self._verifier.check_status(msg) is not None:
             service.status_drops["link: idle report not verified"] += 1
             return
-        service.on_vitals(msg.robot_id, (float(msg.battery_pct), float(msg.temperature_c), float(msg.height_cm)))
+        service.on_vitals(msg.robot_id, (float(msg.battery_pct), float(msg.temperature_c), float(msg.height_cm)),
+                          scene=[str(e)[:120] for e in msg.scene[:32]] if msg.has_scene else None)
 
     def _on_status(self, msg: RobotStatus, topic_robot: str | None = None) -> None:
         """Robot statuses: their own callback group (never queued behind goals); authenticated

@@ -306,7 +306,8 @@ def status_fields(robot_id: str, goal_id: str, sequence: int, state: int, curren
                   skill_names: Sequence[str], skill_durations_s: Sequence[float], error: str,
                   stamp: tuple[int, int] | None = None, *,
                   answers: Sequence[tuple[int, str, str]] = (), return_value: str | None = None,
-                  measured: tuple[float, float, float] = (-1.0, -1.0, -1.0)) -> bytes:
+                  measured: tuple[float, float, float] = (-1.0, -1.0, -1.0),
+                  scene: Sequence[str] | None = None) -> bytes:
     """The signed bytes of a status (``progress`` and the ``measured`` battery, temperature and
     height are float32 on the wire, the rest float64; floats as IEEE-754 big-endian bytes, so NaN,
     infinities and -0.0 are covered). ``answers``: (segment, skill, value) of each call that
@@ -316,7 +317,8 @@ def status_fields(robot_id: str, goal_id: str, sequence: int, state: int, curren
                      _list([_s(n) for n in skill_names]), _list([_d(x) for x in skill_durations_s]),
                      _s(error), _list([_u(k) + _s(n) + _s(v) for k, n, v in answers]),
                      _b(return_value is not None), _s(return_value or ""),
-                     b"".join(_f(x) for x in measured), _stamp(stamp)])
+                     b"".join(_f(x) for x in measured), _b(scene is not None),
+                     _list([_s(e) for e in scene or ()]), _stamp(stamp)])
 
 
 def _mac_input(kind: str, key_id: str, counter: int, fields: bytes) -> bytes:
@@ -452,7 +454,8 @@ def status_msg_fields(msg: Any) -> bytes:
                          answers=[(a.segment, a.skill, a.value) for a in getattr(msg, "answers", ())],
                          return_value=msg.return_value if getattr(msg, "has_return_value", False) else None,
                          measured=(getattr(msg, "battery_pct", -1.0), getattr(msg, "temperature_c", -1.0),
-                                   getattr(msg, "height_cm", -1.0)))
+                                   getattr(msg, "height_cm", -1.0)),
+                         scene=list(msg.scene) if getattr(msg, "has_scene", False) else None)
 
 
 def _sign_msg(msg: Any, key: RobotKey, counter: int, kind: str, fields: bytes) -> Any:

@@ -6,11 +6,12 @@ import threading
 from collections import Counter
 from typing import Callable
 
-from llm_planner_node.config.params import SIM_ENGINES, FleetParams, RobotParams
+from llm_planner_node.config.params import SIM_ENGINES, FleetParams, RobotParams, perceivable_objects
 from llm_planner_node.core.battery import BatteryRule, battery_refusal
 from llm_planner_node.core.budgets import StaticBudget
 from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.outcomes import RejectReason, Rejection
+from llm_planner_node.core.perceivable import unperceivable
 from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.core.task_model import Goal, Request
@@ -21,6 +22,10 @@ from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.ports import MAX_ID_CHARS, GoalIn, PlannerPorts
 from llm_planner_node.service.registry import GoalEntry, GoalRegistry
 from llm_planner_node.service.vitals import RobotVitals
+
+
+#: a scene older than this is not what the robot sees now: the prompt goes without one
+SCENE_MAX_AGE_S = 6.0
 
 
 class GoalIntake:
@@ -82,8 +87,28 @@ class GoalIntake:
                              f"instruction has {len(text)} characters, the limit is {pp.max_instruction_chars}")
         if g.max_tokens > 4 * pp.max_tokens:
             return Rejection(RejectReason.FIELD, f"max_tokens {g.max_tokens} exceeds the node's limit {4 * pp.max_tokens}")
-        return self._battery_check(robot)
+        return self._battery_check(robot) or self._perception_check(robot, text)
 
+    def _perception_check(self, robot: RobotParams, instruction: str) -> Rejection | None:
+        """An instruction about a thing the robot cannot perceive (core/perceivable.py) is refused
+        before a plan is written, naming it: a plan can only name what the robot can find, so it
+        would look for a substitute and could end SUCCEEDED about something else."""
+        known = perceivable_objects(robot)
+        if known is None:
+            return None
+        missing = unperceivable(instruction, known)
+        if not missing:
+            return None
+        names = ", ".join(f"'{m}'" for m in missing[:3])
+        if robot.kind == "arm":
+            return Rejection(RejectReason.UNPERCEIVABLE,
+                             f"{robot.id} has no {names} among its objects ({', '.join(known[:12])}"
+                             f"{', ...' if len(known) > 12 else ''}): add it to robots[{robot.id}].objects and "
+                             "its perception, or ask about one of these")
+        return Rejection(RejectReason.UNPERCEIVABLE,
+                         f"{robot.id} cannot perceive {names}: its detector knows {len(known)} classes "
+                         f"({', '.join(known[:8])}, ...); set robots[{robot.id}].perception.vlm to ask "
+                         "a vision-language model about anything (docs/perception.md)")
     def _battery_check(self, robot: RobotParams) -> Rejection | None:
         """A flying robot whose last measured battery cannot see a goal through (core/battery.py)."""
         if self._vitals is None or robot.kind not in ("drone", "sim"):
@@ -135,8 +160,12 @@ class GoalIntake:
         pp = params.planner
         robot = params.robot(g.robot_id)
         assert robot is not None
+        # what the robot sees now goes into its prompt (TypeFly's Scene line); a resumed generation
+        # keeps the prompt's token ids, so it keeps the scene of the goal's start
+        scene = self._vitals.scene(robot.id, SCENE_MAX_AGE_S) if self._vitals is not None else None
         try:
-            prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set, objects=robot.objects)
+            prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set, objects=robot.objects,
+                                          **({} if scene is None else {"scene": scene}))
         except ValueError as e:
             return Rejection(RejectReason.PROMPT, str(e))
         lang = language_for(robot.kind, DEFAULT_SKILL_SETS[robot.skill_set])

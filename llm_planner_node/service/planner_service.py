@@ -223,10 +223,10 @@ class PlannerService:
             self.vitals.update(st.robot_id, st.measured)
         return ok
 
-    def on_vitals(self, robot_id: str, measured: tuple[float, float, float]) -> None:
-        """An idle robot's report of what it measures (battery, temperature, height)."""
+    def on_vitals(self, robot_id: str, measured: tuple[float, float, float], scene: list[str] | None = None) -> None:
+        """An idle robot's report of what it measures (battery, temperature, height) and sees."""
         if self._current_params().robot(robot_id) is not None:
-            self.vitals.update(robot_id, measured)
+            self.vitals.update(robot_id, measured, scene)
 
     # -- operator control (scheduler thread) -----------------------------------------------------
     def dispatch(self, request: Request, segment: Segment) -> None:

@@ -17,6 +17,12 @@ class Vitals:
     received: float  # monotonic time
 
 
+@dataclass(frozen=True)
+class Seen:
+    scene: tuple[str, ...]  # TypeFly's scene entries of the robot's last idle report
+    received: float
+
+
 class RobotVitals:
     """Thread-safe: written by the status thread, read by the goal intake."""
 
@@ -24,12 +30,23 @@ class RobotVitals:
         self._clock = clock
         self._lock = threading.Lock()
         self._last: dict[str, Vitals] = {}
+        self._seen: dict[str, Seen] = {}
 
-    def update(self, robot_id: str, measured: tuple[float, float, float]) -> None:
-        if all(v < 0 for v in measured):
-            return  # the robot measures nothing
+    def update(self, robot_id: str, measured: tuple[float, float, float], scene: list[str] | None = None) -> None:
+        now = self._clock()
         with self._lock:
-            self._last[robot_id] = Vitals(*(float(v) for v in measured), self._clock())
+            if scene is not None:
+                self._seen[robot_id] = Seen(tuple(scene), now)
+            if any(v >= 0 for v in measured):  # else the robot measures nothing
+                self._last[robot_id] = Vitals(*(float(v) for v in measured), now)
+
+    def scene(self, robot_id: str, max_age_s: float) -> tuple[str, ...] | None:
+        """What the robot last reported seeing, if in the last ``max_age_s`` (None: nothing recent)."""
+        with self._lock:
+            s = self._seen.get(robot_id)
+        if s is None or self._clock() - s.received > max_age_s:
+            return None
+        return s.scene
 
     def battery(self, robot_id: str, max_age_s: float) -> float | None:
         """The robot's battery % if it reported one in the last ``max_age_s``."""

@@ -107,12 +107,28 @@ class CameraDronePerception:
         self.vlm = vlm
         self.source = f"camera ({camera.detector.name})"
 
+    def _label(self, obj: str) -> str:
+        """The detector's class for a plan's object name ("kitty" -> cat); an object the detector
+        has no class for fails the skill: "not in view" would be a guess, not an observation."""
+        from llm_planner_node.core.perceivable import SYNONYMS
+
+        classes = self.camera.classes
+        name = obj.strip().lower().replace(" ", "_")
+        for cand in (name, SYNONYMS.get(name, ""), name[:-1] if name.endswith("s") else ""):
+            if cand and cand in classes:
+                return cand
+        raise PerceptionError(f"{self.camera.robot_id} cannot perceive '{obj[:64]}': its detector "
+                              f"({self.camera.detector.name}) has no such class")
+
+    def _best(self, obj: str, cancel: threading.Event | None) -> Any:
+        return self.camera.best(self._label(obj), cancel)
+
     def _box(self, obj: str, i: int, cancel: threading.Event | None) -> float:
-        d = self.camera.best(obj, cancel)
+        d = self._best(obj, cancel)
         return -1.0 if d is None else round(float(d.box[i]), 3)
 
     def is_visible(self, obj: str, cancel: threading.Event | None = None) -> bool:
-        return self.camera.best(obj, cancel) is not None
+        return self._best(obj, cancel) is not None
 
     def object_x(self, obj: str, cancel: threading.Event | None = None) -> float:
         return self._box(obj, 0, cancel)
@@ -127,11 +143,11 @@ class CameraDronePerception:
         return self._box(obj, 3, cancel)
 
     def object_dis(self, obj: str, cancel: threading.Event | None = None) -> float:
-        d = self.camera.best(obj, cancel)
+        d = self._best(obj, cancel)
         return -1.0 if d is None else distance_cm(d, self.height_cm())
 
     def bearing_to(self, obj: str, cancel: threading.Event | None = None) -> float | None:
-        d = self.camera.best(obj, cancel)
+        d = self._best(obj, cancel)
         return None if d is None else bearing_deg(d)
 
     def probe(self, question: str, cancel: threading.Event | None = None) -> str:

@@ -184,7 +184,8 @@ def test_up_on_vllm_is_quiet_until_ready(tmp_path):
     """Before: ~50 lines of vLLM/torch output (a 4 KB engine-config line, Triton and tcmalloc
     notices, FutureWarnings), on stdout; `vLLM ready` never shown."""
     pytest.importorskip("vllm")
-    p = _tf("up", "--params", _fleet(tmp_path), "--engine", "vllm", "--seconds", "1", timeout=600)
+    p = _tf("up", "--params", _fleet(tmp_path), "--engine", "vllm", "--model", "embedded", "--seconds", "1",
+            timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert len(p.stdout.splitlines()) <= 3, p.stdout
     lines = p.stderr.splitlines()

@@ -1,10 +1,11 @@
-"""A new user's first five minutes (issue 11), driven as the README tells them: `timely-fleet up`
-in one process, `timely-fleet goal ...` from others, robots in real time (time scale 1).
+"""A new user's first five minutes, driven as the README tells them: `timely-fleet up` in one
+process, `timely-fleet goal ...` from others, robots in real time (time scale 1).
 
-- the README's "Your first goals" commands, on the default `config/fleet.yaml`, with the
-  simulated engine: every goal SUCCEEDED;
-- the default vLLM engine with the shipped model: the 11 canonical LRTrace tasks and a chat
-  story, one robot per task so they run side by side in real time: every goal SUCCEEDED.
+- the README's "Your first goals", in a user's own words, on plain `timely-fleet up` (the default
+  `config/fleet.yaml`: vLLM with smollm2-135m-planner, tello_1 seeing through its camera): every
+  goal SUCCEEDED, and the plans do what the words say;
+- `--model embedded`, the 1M-parameter model of the papers' reproduction: the 11 canonical
+  LRTrace tasks and a chat story, one robot per task so they run side by side: every goal SUCCEEDED.
 """
 
 from __future__ import annotations
@@ -102,12 +103,22 @@ def test_readme_lists_a_first_goal_for_every_robot_of_the_default_fleet():
     assert {robot for robot, _i, _e in readme_goals()} == robots
 
 
-def test_readme_first_goals_succeed_on_the_simulated_engine_in_real_time():
-    up = Up("--engine", "sim")
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_readme_first_goals_succeed_on_plain_up_in_real_time():
+    up = Up()
     try:
-        up.wait_ready(120)
+        up.wait_ready(420)
         results = run_per_robot(readme_goals())
         assert_all_succeeded(results, up)
+        out = {(robot, instr): p.stdout for robot, instr, p in results}
+        # the words' plan: the climb, the half turn and the landing, in that order
+        flight = out[("tello_2", "fly up one meter, turn around and land")]
+        skills = re.findall(r"-> ((?:move_up|turn_cw|turn_ccw|land)\([^)]*\))", flight)
+        assert skills[:1] == ["move_up(100)"] and skills[-1:] == ["land()"], flight[-1500:]
+        assert any(s in ("turn_cw(180)", "turn_ccw(180)") for s in skills), flight[-1500:]
+        # tello_1 looked for the cat on its camera's frames, and found it
+        assert "scan(cat) -> True" in out[("tello_1", "look for the cat")], out[("tello_1", "look for the cat")][-1500:]
         for robot, instr, p in results:
             # the robot's progress is shown while it works, not only the result at the end
             assert re.search(r"robot \S+: segment 0 executing", p.stdout), (robot, p.stdout)
@@ -122,8 +133,8 @@ def test_readme_first_goals_succeed_on_the_simulated_engine_in_real_time():
 
 @pytest.mark.slow
 def test_canonical_tasks_and_a_chat_story_succeed_on_vllm_in_real_time(tmp_path):
-    """The default engine (vLLM with the shipped model): the 11 LRTrace tasks and one chat story,
-    each on its own robot of the default fleet's kinds and adapters."""
+    """vLLM with the 1M-parameter model (`--model embedded`): the 11 LRTrace tasks and one chat
+    story, each on its own robot of the default fleet's kinds and adapters."""
     from llm_planner_node.planner_model.corpus import TASKS, canonical_chat_examples
 
     fleet = yaml.safe_load((ROOT / "config" / "fleet.yaml").read_text())
@@ -138,7 +149,7 @@ def test_canonical_tasks_and_a_chat_story_succeed_on_vllm_in_real_time(tmp_path)
     fleet["robots"] = robots
     params = tmp_path / "fleet.yaml"
     params.write_text(yaml.safe_dump(fleet))
-    up = Up("--params", str(params))
+    up = Up("--params", str(params), "--model", "embedded")
     try:
         up.wait_ready(300)
         results = run_per_robot(goals)

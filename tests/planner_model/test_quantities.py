@@ -69,3 +69,15 @@ def test_planner_model_reads_instructions_as_written() -> None:
     """The LoRA planner was trained on raw instructions (train_lora uses these options)."""
     assert prompt_options_for("smollm2-135m-planner").quantities is False
     assert prompt_options_for("smollm2-135m-instruct").quantities is True
+
+
+def test_the_scene_follows_the_instruction_in_the_last_turn_only() -> None:
+    scene = ["cat x:0.28 y:0.52 width:0.10 height:0.12"]
+    plain = chat_messages("look for the cat", "drone", options=PromptOptions())
+    seen = chat_messages("look for the cat", "drone", options=PromptOptions(), scene=scene)
+    assert seen[:-1] == plain[:-1]  # system message and examples unchanged: the prefix cache serves them
+    assert seen[-1]["content"] == plain[-1]["content"] + "\nScene: [cat x:0.28 y:0.52 width:0.10 height:0.12]"
+    empty = chat_messages("look for the cat", "drone", options=PromptOptions(), scene=[])
+    assert empty[-1]["content"].endswith("\nScene: []")  # the robot looked and saw nothing
+    chat = chat_messages("tell me a joke", "chat", options=PromptOptions(), scene=scene)
+    assert "Scene" not in chat[-1]["content"]

@@ -182,3 +182,35 @@ def test_a_drone_without_perception_fails_perception_skills_saying_so():
     with pytest.raises(SkillExecutionError, match="tello_9 has no perception source"):
         ex.execute(SkillCall("is_visible", ("cat",)), threading.Event())
     assert ex.tello.cmds == []
+
+
+def test_an_object_the_detector_has_no_class_for_fails_the_skill():
+    from llm_planner_node.core.skills import SkillCall
+    from robot_adapters.executor import SkillExecutionError
+
+    ex, _det = _camera_drone([Detection("cat", 0.8, (0.5, 0.6, 0.2, 0.2))])
+    cancel = threading.Event()
+    assert ex.execute(SkillCall("is_visible", ("kitty",)), cancel) is True  # a common name of a class
+    with pytest.raises(SkillExecutionError, match=r"tello_1 cannot perceive 'cabinet': its detector \(fixed\)"):
+        ex.execute(SkillCall("is_visible", ("cabinet",)), cancel)
+
+
+def test_an_idle_camera_drone_reports_what_it_sees():
+    from robot_adapters import adapter_base
+
+    ex, _det = _camera_drone([Detection("cat", 0.8, (0.25, 0.6, 0.2, 0.1)), Detection("cup", 0.9, (0.7, 0.5, 0.1, 0.1))])
+    events = []
+    old = adapter_base.VITALS_S
+    adapter_base.VITALS_S = 0.05
+    core = AdapterCore("tello_1", ex, events.append).start()
+    try:
+        deadline = time.monotonic() + 10
+        while not any(e.scene for e in events) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        idle = [e for e in events if e.scene]
+        assert idle and idle[0].goal_id == "" and idle[0].state == 0
+        # the highest-scoring first
+        assert idle[0].scene == ["cup x:0.70 y:0.50 width:0.10 height:0.10", "cat x:0.25 y:0.60 width:0.20 height:0.10"]
+    finally:
+        adapter_base.VITALS_S = old
+        core.shutdown()

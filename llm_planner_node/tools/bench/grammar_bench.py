@@ -321,9 +321,15 @@ def run(args: argparse.Namespace) -> int:
     from llm_planner_node.cli import CommandError
     from llm_planner_node.config.params import load_params
 
-    engine_params = replace(load_params(args.params, check=False).planner.engine, kind="vllm")
-    if getattr(args, "model", None):
-        engine_params = replace(engine_params, model=args.model)
+    from llm_planner_node.models import ModelError, engine_for_model
+
+    try:  # the model's own engine sizes where the YAML keeps the defaults, as `up --model` applies them
+        engine_params = engine_for_model(replace(load_params(args.params, check=False).planner.engine, kind="vllm"),
+                                         getattr(args, "model", None))
+    except ModelError as e:
+        from llm_planner_node.cli import CommandError
+
+        raise CommandError(str(e)) from None
     if args.matcher_only:
         from llm_planner_node.tools.bench.grammar_matcher import matcher_cost, report_lines
 

@@ -877,9 +877,12 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         raise CommandError(f"--policies: {', '.join(bad)} not measured here (choose from {', '.join(POLICIES)})")
     planner = load_params(args.params, check=False).planner
-    engine_params = replace(planner.engine, kind="vllm")
-    if getattr(args, "model", None):
-        engine_params = replace(engine_params, model=args.model)
+    from llm_planner_node.models import ModelError, engine_for_model
+
+    try:  # the model's own engine sizes where the YAML keeps the defaults, as `up --model` applies them
+        engine_params = engine_for_model(replace(planner.engine, kind="vllm"), getattr(args, "model", None))
+    except ModelError as e:
+        raise CommandError(str(e)) from None
     result = measure(engine_params, sizes, max(1, args.repeats), args.time_scale, policies, args.timeout,
                      client_mode=args.client, constrained_decoding=planner.constrained_decoding)
     print(report(result))

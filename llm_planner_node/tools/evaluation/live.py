@@ -61,7 +61,8 @@ def fleet_params_for(goals: Sequence[Goal], policy: str, params_path: str | None
     from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
 
     robots = tuple(RobotParams(rid, kind, DEFAULT_SKILL_SET_FOR_KIND[kind]) for rid, kind in sorted(kinds.items()))
-    engine = base.planner.engine if params_path else replace(base.planner.engine, kind="vllm")
+    # without a parameter file: the papers' reproduction, on the 1M-parameter model that knows their tasks
+    engine = base.planner.engine if params_path else replace(base.planner.engine, kind="vllm", model="embedded")
     planner = replace(base.planner, policy=policy, engine=engine)
     try:
         return replace(base, planner=planner, robots=robots).check()

@@ -1,0 +1,109 @@
+"""What a robot can perceive, and an instruction about something it cannot.
+
+A robot finds only what its perception source knows: a drone's detector reports its classes (the
+default detector: COCO's 80, :data:`COCO_LABELS`), an arm knows the objects of its workspace. A
+plan can only name those (the plan grammar's objects), so an instruction about something else
+("find my keys" to a drone whose detector has no keys class) would become a plan about a
+substitute ("scan(cat)") that is found and ends SUCCEEDED. :func:`unperceivable` finds such an
+instruction before any plan is written, so the planner refuses it naming the object.
+
+It looks for the words of :data:`THINGS` (everyday objects a user asks robots about that COCO has
+no class for) and for COCO classes the robot does not have, each with its common names
+(:data:`SYNONYMS`: "kitty" is a cat, "phone" a cell phone). A word it does not know is left to
+the plan: "find a tool for cutting paper" names no thing of the list, and the planner may well
+look for scissors.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+#: the 80 COCO classes (the default detector's, in its class order), spaces as underscores
+COCO_LABELS: tuple[str, ...] = (
+    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
+    "traffic_light", "fire_hydrant", "stop_sign", "parking_meter", "bench", "bird", "cat", "dog",
+    "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella",
+    "handbag", "tie", "suitcase", "frisbee", "skis", "snowboard", "sports_ball", "kite",
+    "baseball_bat", "baseball_glove", "skateboard", "surfboard", "tennis_racket", "bottle",
+    "wine_glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple", "sandwich", "orange",
+    "broccoli", "carrot", "hot_dog", "pizza", "donut", "cake", "chair", "couch", "potted_plant",
+    "bed", "dining_table", "toilet", "tv", "laptop", "mouse", "remote", "keyboard", "cell_phone",
+    "microwave", "oven", "toaster", "sink", "refrigerator", "book", "clock", "vase", "scissors",
+    "teddy_bear", "hair_drier", "toothbrush",
+)
+
+#: common names of COCO classes (and of each other) -> the class
+SYNONYMS: dict[str, str] = {
+    "kitty": "cat", "kitten": "cat", "cats": "cat", "puppy": "dog", "doggy": "dog", "dogs": "dog",
+    "human": "person", "man": "person", "woman": "person", "people": "person", "someone": "person",
+    "somebody": "person", "child": "person", "kid": "person", "persons": "person",
+    "mug": "cup", "coffee": "cup", "teacup": "cup", "cups": "cup", "phone": "cell_phone",
+    "smartphone": "cell_phone", "mobile": "cell_phone", "cellphone": "cell_phone", "sofa": "couch",
+    "television": "tv", "plant": "potted_plant", "plants": "potted_plant", "table": "dining_table",
+    "ball": "sports_ball", "bike": "bicycle", "motorbike": "motorcycle", "teddy": "teddy_bear",
+    "computer": "laptop", "notebook": "laptop", "fridge": "refrigerator", "bag": "handbag",
+    "purse": "handbag", "rucksack": "backpack", "books": "book", "bottles": "bottle",
+    "glass": "wine_glass", "hairdryer": "hair_drier", "doughnut": "donut", "controller": "remote",
+    "oranges": "orange", "apples": "apple", "bananas": "banana", "carrots": "carrot",
+}
+
+#: everyday things users ask robots about that COCO has no class for
+THINGS: frozenset[str] = frozenset("""
+    keys key keychain wallet wallets glasses sunglasses spectacles charger cable headphones earphones
+    earbuds necklace jewelry coin coins card cards passport envelope pen pens pencil pencils marker
+    screwdriver hammer wrench pliers shoe shoes sneaker sneakers boots sock socks slipper slippers hat
+    jacket coat shirt towel blanket pillow lamp candle flashlight lighter medicine pills toy toys doll
+    lego legos puzzle tablet ipad mirror broom mop bucket sponge plate plates kettle jar
+""".split())
+
+_WORDS = re.compile(r"[a-z]+")
+#: at most this many objects of a scene go into a prompt (the highest-scoring first)
+MAX_SCENE_OBJECTS = 12
+
+
+def scene_entry(label: str, box: tuple[float, float, float, float]) -> str:
+    """One object in view as TypeFly's planner prompt writes it: ``cat x:0.28 y:0.52 width:0.10
+    height:0.12`` (box centre and size, normalised to the image)."""
+    cx, cy, w, h = (min(1.0, max(0.0, float(v))) for v in box)
+    return f"{label} x:{cx:.2f} y:{cy:.2f} width:{w:.2f} height:{h:.2f}"
+
+
+def scene_line(entries: Iterable[str]) -> str:
+    """The scene as the prompt's line: ``Scene: [cat x:0.28 ..., person x:0.71 ...]`` (``[]``:
+    nothing in view)."""
+    return "Scene: [" + ", ".join(list(entries)[:MAX_SCENE_OBJECTS]) + "]"
+
+
+def _canonical(word: str, known: frozenset[str]) -> str:
+    """A word as the class or object it names: itself if the robot knows it, else its synonym's
+    class, or the singular of a plural the robot knows."""
+    if word in known:
+        return word
+    w = SYNONYMS.get(word, word)
+    if w not in known and w.endswith("s") and w[:-1] in known:
+        return w[:-1]
+    return w
+
+
+def unperceivable(instruction: str, perceivable: Iterable[str]) -> list[str]:
+    """The things ``instruction`` names that a robot perceiving ``perceivable`` (class or object
+    names, snake_case) cannot find, in the order they appear; [] when it names none."""
+    known = frozenset(p.lower() for p in perceivable)
+    words = _WORDS.findall(instruction.lower())
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        pair = f"{words[i]}_{words[i + 1]}" if i + 1 < len(words) else ""
+        if pair and _canonical(pair, known) in known | set(COCO_LABELS):  # "teddy bear", "cell phone"
+            name = _canonical(pair, known)
+            if name not in known and name not in out:
+                out.append(name)
+            i += 2
+            continue
+        w = words[i]
+        name = _canonical(w, known)
+        if name not in known and (w in THINGS or name in COCO_LABELS) and w not in out and name not in out:
+            out.append(w if w in THINGS else name)
+        i += 1
+    return out

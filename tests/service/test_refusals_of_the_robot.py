@@ -1,0 +1,84 @@
+"""Goals the robot itself cannot see through are refused at intake, with the reason: a drone whose
+measured battery would end below its reserve, an instruction about a thing the robot cannot
+perceive (a Tello's COCO detector has no keys; an arm's map has no screwdriver)."""
+
+from __future__ import annotations
+
+from llm_planner_node.config.params import parse_params
+from llm_planner_node.core.clock import WallClock
+from llm_planner_node.core.outcomes import RejectReason
+from llm_planner_node.engines.sim_engine import RealtimeSimEngine
+from llm_planner_node.service.planner_service import GoalIn, PlannerService
+
+from test_planner_service import Ports  # the service tests' recording ports
+
+ROBOTS = [
+    {"id": "tello_cam", "kind": "drone", "adapter": "tello-sim"},  # sees through the default detector
+    {"id": "tello_vlm", "kind": "drone", "adapter": "tello-sim",
+     "perception": {"source": "camera", "vlm": {"url": "http://127.0.0.1:9", "model": "vlm"}}},
+    {"id": "d_sim", "kind": "drone", "adapter": "sim"},
+    {"id": "arm", "kind": "arm", "adapter": "indy-sim",
+     "perception": {"source": "map", "objects": {"apple": [400, 0, 60], "basket": [380, 220, 60]}}},
+]
+
+
+def _service():
+    params = parse_params({"planner": {"engine": {"kind": "sim"}}, "robots": ROBOTS})
+    svc = PlannerService(params, Ports(), engine=RealtimeSimEngine(WallClock()))
+    svc.accepting = True
+    return svc
+
+
+def test_a_thing_the_robot_cannot_perceive_is_refused_naming_it():
+    svc = _service()
+    try:
+        why = svc.intake.validate(GoalIn("tello_cam", "find my keys"))
+        assert why.reason is RejectReason.UNPERCEIVABLE
+        assert why.startswith("tello_cam cannot perceive 'keys': its detector knows 80 classes (person, bicycle")
+        assert "perception.vlm" in why
+        assert svc.intake.validate(GoalIn("tello_cam", "look for the cat")) is None
+        assert svc.intake.validate(GoalIn("tello_vlm", "find my keys")) is None  # it can ask a VLM
+        assert svc.intake.validate(GoalIn("d_sim", "find my keys")) is None  # simulated: no perception to check
+        arm = svc.intake.validate(GoalIn("arm", "put the screwdriver in the basket"))
+        assert arm.reason is RejectReason.UNPERCEIVABLE
+        assert arm.startswith("arm has no 'screwdriver' among its objects (apple, basket)")
+        assert svc.intake.validate(GoalIn("arm", "put the apple in the basket")) is None
+    finally:
+        svc.close()
+
+
+def test_a_battery_that_cannot_see_the_goal_through_is_refused():
+    svc = _service()
+    try:
+        svc.on_vitals("tello_cam", (18.0, 61.0, 0.0))
+        why = svc.intake.validate(GoalIn("tello_cam", "look for the cat"))
+        assert why.reason is RejectReason.BATTERY and why.startswith("tello_cam's battery is at 18%")
+        svc.on_vitals("tello_cam", (80.0, 61.0, 0.0))  # a fresh battery
+        assert svc.intake.validate(GoalIn("tello_cam", "look for the cat")) is None
+        svc.on_vitals("arm", (5.0, -1.0, -1.0))  # arms do not fly: not checked
+        assert svc.intake.validate(GoalIn("arm", "put the apple in the basket")) is None
+    finally:
+        svc.close()
+
+
+def test_the_scene_a_robot_reported_goes_into_its_goal_prompt():
+    from llm_planner_node.engines.sim_prompts import sim_prompt_builder
+
+    seen = []
+
+    def builder(instruction, kind, skill_set, objects=(), scene=None):
+        seen.append(scene)
+        return sim_prompt_builder(instruction, kind, skill_set, objects, scene)
+
+    params = parse_params({"planner": {"engine": {"kind": "sim"}}, "robots": ROBOTS})
+    svc = PlannerService(params, Ports(), engine=RealtimeSimEngine(WallClock()), prompt_builder=builder)
+    svc.accepting = True
+    svc.start()
+    try:
+        svc.on_vitals("tello_cam", (80.0, 60.0, 0.0), scene=["cat x:0.28 y:0.52 width:0.10 height:0.12"])
+        assert svc.submit("a" * 32, GoalIn("tello_cam", "look for the cat"), lambda _: None) is None
+        assert svc.submit("b" * 32, GoalIn("d_sim", "look for the cat"), lambda _: None) is None
+        # (the engine's warm-up builds prompts first) d_sim reported no scene
+        assert seen[-2:] == [("cat x:0.28 y:0.52 width:0.10 height:0.12",), None]
+    finally:
+        svc.close()

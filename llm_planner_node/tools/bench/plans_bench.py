@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -177,7 +178,8 @@ def generate(engine: Any, build: Callable[..., object], items: Sequence[pm.Instr
              grammar: bool, max_tokens: int | Callable[[pm.Instruction, object], int], concurrency: int = 8,
              timeout_s: float = 120.0, id_base: int = 0, progress: _Progress | None = None,
              objects: Mapping[str, tuple[str, ...]] | None = None, limits: Mapping[str, PlanLimits] | None = None,
-             sampling: Mapping[str, Any] | None = None) -> list[PlanRun]:
+             sampling: Mapping[str, Any] | None = None,
+             scenes: Mapping[str, tuple[str, ...]] | None = None) -> list[PlanRun]:
     """Plan every item, ``concurrency`` at once, suspended at every segment and resumed at once
     (the node's segmented generation); each generation is aborted after ``timeout_s``.
 
@@ -196,7 +198,9 @@ def generate(engine: Any, build: Callable[..., object], items: Sequence[pm.Instr
         while nxt < len(items) and len(running) < concurrency:
             it, r = items[nxt], runs[nxt]
             objs = tuple(objects.get(it.kind, ()))
-            prompt = build(it.instruction, it.kind, it.skill_set, objects=objs)
+            scene = (scenes or {}).get(it.instruction) if it.kind == "drone" else None
+            prompt = build(it.instruction, it.kind, it.skill_set, objects=objs,
+                           **({} if scene is None else {"scene": scene}))
             r.max_tokens = max_tokens(it, prompt) if callable(max_tokens) else max_tokens
             lang = language_of(it.kind)
             r.t_add = engine.clock.now()
@@ -568,10 +572,54 @@ class Variant:
     limits: Mapping[str, PlanLimits]      # per plan language (GenerationSpec.plan_limits)
     modes: tuple[bool, ...]               # grammar on / off
     kinds: tuple[str, ...] = pm.KINDS     # robot kinds it runs
+    scenes: bool = False                  # drones: a generated scene after the instruction (bench_scene)
+
+
+#: objects a generated scene may hold beside the ones an instruction names (COCO classes)
+SCENE_DISTRACTORS = ("person", "chair", "couch", "tv", "bottle", "potted_plant", "dog", "cup", "book", "laptop")
+
+
+def bench_scene(instruction: str, index: int) -> tuple[tuple[str, ...], bool]:
+    """A scene for a held-out drone instruction, as a camera drone would report it: the COCO
+    objects the instruction names, in view for every other instruction (``index`` even) and absent
+    otherwise, plus one or two other objects; boxes drawn from a generator seeded by the index.
+    Returns (TypeFly scene entries, whether the named objects are in view)."""
+    import random
+
+    from llm_planner_node.core.perceivable import COCO_LABELS, SYNONYMS, scene_entry
+
+    rng = random.Random(index)
+    words = re.findall(r"[a-z]+", instruction.lower())
+    named = []
+    for a, b in zip(words, words[1:] + [""]):
+        for w in (f"{a}_{b}", a):
+            c = SYNONYMS.get(w, w)
+            if c in COCO_LABELS and c not in named:
+                named.append(c)
+                break
+    present = index % 2 == 0
+    labels = (named if present else []) + rng.sample([d for d in SCENE_DISTRACTORS if d not in named], rng.randint(1, 2))
+    rng.shuffle(labels)
+    entries = []
+    for lb in labels:
+        w, h = rng.uniform(0.05, 0.3), rng.uniform(0.05, 0.4)
+        entries.append(scene_entry(lb, (rng.uniform(w / 2, 1 - w / 2), rng.uniform(h / 2, 1 - h / 2), w, h)))
+    return tuple(entries), present and bool(named)
+
+
+#: a drone plan's object arguments (MiniSpec aliases and full names of the skills that take one)
+_OBJECT_CALL = re.compile(r"\b(?:s|scan|iv|is_visible|ox|object_x|oy|object_y|ow|object_width|oh|object_height|od|"
+                          r"object_dis|o|orienting|g|goto)\s*[,(]\s*['\"]?([A-Za-z_][A-Za-z0-9_ ]*)")
+
+
+def plan_objects(plan: str) -> list[str]:
+    """The objects a drone plan's perception and search calls name."""
+    return [m.strip().lower().replace(" ", "_") for m in _OBJECT_CALL.findall(plan or "")]
 
 
 def variants(model: str, plan_limits: Mapping[str, PlanLimits], modes: tuple[bool, ...], *, ablation: bool,
-             chat: bool, objects: Mapping[str, tuple[str, ...]]) -> tuple[list[Variant], list[dict[str, Any]]]:
+             chat: bool, objects: Mapping[str, tuple[str, ...]],
+             scenes: bool = False) -> tuple[list[Variant], list[dict[str, Any]]]:
     """The rows to run for one model: ``full`` (its prompt options and ``plan_limits``) in each
     of ``modes``, then with ``ablation`` one grammar-constrained row per part switched off
     (:data:`ABLATIONS`); and the rows skipped, with why. ``chat``: the model is prompted
@@ -582,6 +630,12 @@ def variants(model: str, plan_limits: Mapping[str, PlanLimits], modes: tuple[boo
     limits = dict(plan_limits)
     rows = [Variant("full", base, limits, modes)]
     skipped: list[dict[str, Any]] = []
+    if scenes:  # drones as a camera drone prompts them: the scene it reported after the instruction
+        if chat:
+            rows.append(Variant("scenes", base, limits, (True,), ("drone",), scenes=True))
+        else:
+            skipped.append({"model": model, "ablation": "scenes", "kinds": ["drone"],
+                            "reason": f"{model} has no chat template: its own prompt format has no scene"})
     if not ablation:
         return rows, skipped
 
@@ -627,7 +681,8 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
               engine: Any, max_tokens: int | None = None, concurrency: int = 8, timeout_s: float = 120.0,
               ablation: bool = False, objects: Mapping[str, tuple[str, ...]] | None = None,
               make_builder: Callable[[Any], Callable[..., object]] | None = None, progress: bool = True,
-              budgets: Mapping[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              budgets: Mapping[str, Any] | None = None,
+              scenes: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """All instructions through one model on ``engine`` in each row of :func:`variants`.
     ``planner``: the parameter file's planner section (plan limits, sampling, max_tokens);
     ``max_tokens`` None: each goal's default as the node computes it (:func:`node_max_tokens`);
@@ -647,7 +702,10 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
         return builders[opts]
 
     chat = builder(prompt_options_for(model)) is not vllm_prompt_builder
-    rows, skipped = variants(model, planner.plan_limits, modes, ablation=ablation, chat=chat, objects=objects)
+    rows, skipped = variants(model, planner.plan_limits, modes, ablation=ablation, chat=chat, objects=objects,
+                             scenes=scenes)
+    drone_items = [it for it in items if it.kind == "drone"]
+    scene_of = {it.instruction: bench_scene(it.instruction, i) for i, it in enumerate(drone_items)}
     runs = []
     gid = 0
     for v in rows:
@@ -666,7 +724,8 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
                                        prompt_tokens=engine.count_prompt_tokens(prompt),
                                        max_model_len=engine_params.max_model_len)
             mt: int | Callable[[pm.Instruction, object], int] = max_tokens if max_tokens is not None else limit
-            setup = dict(objects=objects, limits=v.limits, sampling=planner.sampling)
+            setup = dict(objects=objects, limits=v.limits, sampling=planner.sampling,
+                         scenes={k: sc for k, (sc, _p) in scene_of.items()} if v.scenes else None)
             label = f"{model} {v.ablation} {'grammar' if grammar else 'free'}"
             # warm-up: compile each kind's grammar and fill the prefix cache before timing
             warm = [next(it for it in vitems if it.kind == k) for k in kinds]
@@ -699,6 +758,22 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
             run |= summarize(results, tokens, wall)
             run["failure_kinds"] = failure_counts(results)
             run["per_kind"] = per_kind
+            if "drone" in kinds:  # drone plans naming an object the robot could never find
+                from llm_planner_node.core.perceivable import COCO_LABELS
+
+                outside = []
+                for x in results:
+                    if x["kind"] != "drone":
+                        continue
+                    sc, present = scene_of[x["instruction"]]
+                    if v.scenes:
+                        x["scene"], x["named_objects_in_view"] = list(sc), present
+                    seen = {e.split(" ", 1)[0] for e in sc} if v.scenes else set()
+                    bad = [o for o in plan_objects(x["plan"]) if o not in COCO_LABELS and o not in seen]
+                    if bad:
+                        outside.append({"instruction": x["instruction"], "objects": bad})
+                run["drone_plans_naming_unperceivable_objects"] = len(outside)
+                run["unperceivable_objects"] = outside
             run["items"] = results
             runs.append(run)
             _log(f"  {label}: valid {run['valid']}/{run['instructions']}, match {run['semantic_match']}, "
@@ -771,6 +846,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="instruction file, JSON lines (default: the shipped held-out set %(default)s)")
     parser.add_argument("--constrained-decoding", choices=tuple(MODES), default="grammar",
                         help="decode under the plan grammar (the node's default), freely, or both (default %(default)s)")
+    parser.add_argument("--scenes", action="store_true",
+                        help="also run the drone instructions with a generated scene after each (as a camera drone "
+                             "reports it; the named objects in view for every other one), grammar-constrained")
     parser.add_argument("--ablation", action="store_true",
                         help="also run the grammar-constrained configuration with each of skill descriptions, "
                              "known objects, worked examples and the grammar's bounds switched off in turn")
@@ -845,7 +923,7 @@ def run(args: argparse.Namespace) -> int:
             runs, skipped = run_model(model, engine_params, planner, items, modes, engine=engine,
                                       max_tokens=args.max_tokens, concurrency=args.concurrency,
                                       timeout_s=args.timeout, ablation=args.ablation, objects=objects,
-                                      budgets=budgets)
+                                      budgets=budgets, scenes=args.scenes)
             result["runs"] += runs
             result["skipped"] += skipped
         finally:

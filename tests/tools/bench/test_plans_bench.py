@@ -418,3 +418,25 @@ def test_the_budget_check_stops_what_the_node_would_not_dispatch():
     fenced = Budget(fence_cm=(-100, 100, -100, 100, -10, 200))
     ok, ran, why = execute_dispatched(segments("to;mf,150;", "drone"), "drone", budget=fenced)
     assert not ok and ran == 1 and "geofence" in why
+
+
+def test_generated_scenes_hold_or_lack_what_the_instruction_names():
+    from llm_planner_node.tools.bench.plans_bench import bench_scene, plan_objects, variants
+    from llm_planner_node.core.plan_limits import DEFAULT_PLAN_LIMITS
+
+    scene, present = bench_scene("look for the cat", 0)
+    assert present and any(e.startswith("cat x:") for e in scene)
+    scene, present = bench_scene("look for the cat", 1)  # every other instruction: not in view
+    assert not present and not any(e.startswith("cat ") for e in scene) and 1 <= len(scene) <= 2
+    assert bench_scene("where is my phone", 2)[0][0].split()[0] in ("cell_phone", "person", "chair", "couch", "tv",
+                                                                       "bottle", "potted_plant", "dog", "cup", "book",
+                                                                       "laptop")
+    assert bench_scene("look for the cat", 0) == bench_scene("look for the cat", 0)  # seeded: every run the same
+    assert plan_objects("_1=s,cat;?_1==True{g,cat;tp};->_1;") == ["cat", "cat"]
+    assert plan_objects("tc(90);s('cat');g('dining table');o(bansheer)") == ["cat", "dining_table", "bansheer"]
+    rows, skipped = variants("m", dict(DEFAULT_PLAN_LIMITS), (True,), ablation=False, chat=True, objects={},
+                             scenes=True)
+    assert [(r.ablation, r.kinds, r.scenes) for r in rows] == [("full", pm.KINDS, False), ("scenes", ("drone",), True)]
+    rows, skipped = variants("m", dict(DEFAULT_PLAN_LIMITS), (True,), ablation=False, chat=False, objects={},
+                             scenes=True)
+    assert [r.ablation for r in rows] == ["full"] and skipped[0]["ablation"] == "scenes"

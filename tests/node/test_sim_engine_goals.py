@@ -21,7 +21,8 @@ def default_fleet_on_sim():
     from llm_planner_node.config.params import parse_params
 
     doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "fleet.yaml").read_text())
-    robots = [{**r, "adapter": "sim"} for r in doc["robots"]]
+    robots = [{**{k: v for k, v in r.items() if k not in ("perception", "simulator")}, "adapter": "sim"}
+              for r in doc["robots"]]
     return parse_params({"planner": {"policy": "timelyllm", "engine": {"kind": "sim"}}, "robots": robots})
 
 

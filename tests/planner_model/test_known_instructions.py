@@ -94,11 +94,12 @@ def readme_goal_examples() -> list[tuple[str, str]]:
     return out
 
 
-def test_every_fleet_robot_has_a_readme_example_its_planner_knows():
+def test_every_fleet_robot_has_a_readme_first_goal_in_a_users_own_words():
+    """The README's first goals go to the default planner (smollm2-135m-planner): every robot of
+    the fleet gets one, and most are not the shipped 1M model's canonical wording (its table of
+    what it knows is tested below); tests/node/test_first_user.py runs them on plain `up`."""
     examples = readme_goal_examples()
     kinds = {r["id"]: r["kind"] for r in fleet_robots()}
     assert {rid for rid, _ in examples} == set(kinds), examples
-    for rid, instr in examples:
-        assert find_known(instr, kinds[rid]) is not None, (rid, instr)
-        # the canonical wording: the shipped model writes its corpus plan exactly for these
-        assert instr in known_instructions()[PLAN_KIND[kinds[rid]]], (rid, instr)
+    own = [(rid, i) for rid, i in examples if i not in known_instructions().get(PLAN_KIND[kinds[rid]], [])]
+    assert len(own) >= len(examples) // 2, examples

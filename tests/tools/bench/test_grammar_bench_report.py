@@ -67,13 +67,19 @@ def test_model_flag_reaches_the_engine_params(monkeypatch):
     class Seen(Exception):
         pass
 
-    def fake_measure(engine_params, *a, **kw):
-        raise Seen(engine_params.model)
+    from llm_planner_node.models import resolve_model
 
+    def fake_measure(engine_params, *a, **kw):
+        raise Seen((engine_params.model, engine_params.max_model_len, engine_params.kv_cache_gib))
+
+    # the model's prepared directory and its own engine sizes, as `up --model` applies them; the
+    # default parameter file's model without --model
     for cmd, module in (("grammar", grammar_bench), ("live", live_bench)):
         monkeypatch.setattr(module, "measure", fake_measure)
-        for argv, model in ((["--model", "smollm2-135m-instruct"], "smollm2-135m-instruct"), ([], "embedded")):
+        for argv, model in ((["--model", "smollm2-135m-instruct"], "smollm2-135m-instruct"),
+                            ([], "smollm2-135m-planner"), (["--model", "embedded"], "embedded")):
             args = build_parser(f"bench {cmd}").parse_args(["bench", cmd, *argv])
             with pytest.raises(Seen) as e:
                 module.run(args)
-            assert str(e.value) == model
+            sizes = (1024, 0.25) if model == "embedded" else (2048, 3.0)
+            assert e.value.args[0] == ((model if model == "embedded" else resolve_model(model)), *sizes)

@@ -19,7 +19,10 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from robot_adapters.perception.types import Detection, Detector, Frame, PerceptionError
 
@@ -39,6 +42,11 @@ TYPICAL_HEIGHT_CM = {"person": 170.0, "cat": 30.0, "dog": 50.0, "cup": 10.0, "bo
                      "orange": 8.0, "bowl": 8.0, "bird": 20.0, "horse": 160.0, "sports_ball": 22.0}
 
 
+#: PyAV (FFmpeg) input options of the Tello's H.264 stream: decode once a keyframe gives the
+#: stream's parameters instead of probing 5 s of it (a Tello sends SPS and PPS before each keyframe)
+PROBE_OPTIONS = {"probesize": "65536", "analyzeduration": "1000000", "fflags": "nobuffer"}
+
+
 def make_stamped_reader(tello: Any, clock: Callable[[], float] = time.monotonic) -> Any:
     """Start djitellopy's frame reader on ``tello``'s video address with every decoded frame
     stamped (call after ``streamon``; in the network namespace the client lives in). The reader
@@ -48,11 +56,28 @@ def make_stamped_reader(tello: Any, clock: Callable[[], float] = time.monotonic)
     class StampedFrameRead(BackgroundFrameRead):
         """djitellopy's reader; each frame the decoder sets is stamped and numbered here."""
 
-        def __init__(self, *a: Any, **kw: Any) -> None:
+        def __init__(self, tello: Any, address: str) -> None:
+            # djitellopy 2.5.0's constructor, with PyAV told to start decoding as soon as it has
+            # the stream's parameters (a keyframe with SPS and PPS): its defaults probe 5 s of
+            # video first, so the first frame came 5 s after streamon
+            import av
+            from djitellopy.tello import Tello, TelloException
+
             self._stamped: Frame | None = None
             self._seq = 0
-            self._live = False  # the constructor's placeholder frame is not a camera image
-            super().__init__(*a, **kw)
+            self._live = False  # the placeholder frame is not a camera image
+            self.address = address
+            self.lock = threading.Lock()
+            self.frame = np.zeros([300, 400, 3], dtype=np.uint8)
+            self.frames = deque([], 32)
+            self.with_queue = False
+            try:
+                self.container = av.open(self.address, timeout=(Tello.FRAME_GRAB_TIMEOUT, None),
+                                         options=PROBE_OPTIONS)
+            except av.error.ExitError:
+                raise TelloException("Failed to grab video frames from video stream") from None
+            self.stopped = False
+            self.worker = threading.Thread(target=self.update_frame, args=(), daemon=True)
             self._live = True
 
         @property  # type: ignore[override]
@@ -72,7 +97,7 @@ def make_stamped_reader(tello: Any, clock: Callable[[], float] = time.monotonic)
             with self.lock:
                 return self._stamped
 
-    reader = StampedFrameRead(tello, tello.get_udp_video_address())
+    reader = StampedFrameRead(tello, tello.get_udp_video_address() + "?overrun_nonfatal=1&fifo_size=50000")
     reader.start()
     tello.background_frame_read = reader
     return reader

@@ -163,6 +163,10 @@ class PlannerParams:
     admission: str = "improved"
     #: goals that can no longer earn utility > 0: keep (the policy's order), last, or shed (end SHED)
     hopeless: str = "keep"
+    #: a camera drone's goal prompt carries the scene it last reported (TypeFly's "Scene: [...]");
+    #: off by default: the planner adapter was trained without scenes and plans worse with them
+    #: (bench plans --scenes, docs/plan_quality.md)
+    scene_in_prompt: bool = False
     #: bounds of each plan language's grammar (core/plan_limits.py), keyed minispec / arm / chat
     plan_limits: dict[str, PlanLimits] = field(default_factory=lambda: dict(DEFAULT_PLAN_LIMITS))
     #: decoding of each plan language (core/sampling.py): plans greedy, chat configurable
@@ -178,7 +182,7 @@ _PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_pre
                      "batching_mode": "planner.batching.mode", "max_batch": "planner.batching.max_batch"}
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
                       "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
-                      "plan_limits", "sampling")
+                      "scene_in_prompt", "plan_limits", "sampling")
 _ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception",
                "simulator")
 #: values of a robot's ``perception.source``; ``scene`` only on the simulated adapters

@@ -162,7 +162,8 @@ class GoalIntake:
         assert robot is not None
         # what the robot sees now goes into its prompt (TypeFly's Scene line); a resumed generation
         # keeps the prompt's token ids, so it keeps the scene of the goal's start
-        scene = self._vitals.scene(robot.id, SCENE_MAX_AGE_S) if self._vitals is not None else None
+        scene = (self._vitals.scene(robot.id, SCENE_MAX_AGE_S)
+                 if self._vitals is not None and pp.scene_in_prompt else None)
         try:
             prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set, objects=robot.objects,
                                           **({} if scene is None else {"scene": scene}))

@@ -70,7 +70,7 @@ def test_the_scene_a_robot_reported_goes_into_its_goal_prompt():
         seen.append(scene)
         return sim_prompt_builder(instruction, kind, skill_set, objects, scene)
 
-    params = parse_params({"planner": {"engine": {"kind": "sim"}}, "robots": ROBOTS})
+    params = parse_params({"planner": {"engine": {"kind": "sim"}, "scene_in_prompt": True}, "robots": ROBOTS})
     svc = PlannerService(params, Ports(), engine=RealtimeSimEngine(WallClock()), prompt_builder=builder)
     svc.accepting = True
     svc.start()

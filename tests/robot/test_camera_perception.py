@@ -17,6 +17,8 @@ from robot_adapters.perception.camera import V_FOV_DEG, CameraPerception, bearin
 from robot_adapters.perception.drone import CameraDronePerception
 from robot_adapters.perception.types import Detection, Frame, PerceptionError
 
+from test_minispec_interpreter import FakeTello  # djitellopy's command interface without a network
+
 
 class FixedDetector:
     """A detector whose answer the test sets (the logic under test is around the detector)."""
@@ -101,30 +103,6 @@ def test_bearing_and_distance_follow_the_pinhole_camera():
     # no height measured: the class's typical height (cat 30 cm) filling 0.2 of the image
     assert distance_cm(d, None) == pytest.approx(30.0 / (2 * 0.2 * math.tan(math.radians(V_FOV_DEG / 2))), abs=0.1)
     assert distance_cm(Detection("kite", 1, (0.5, 0.3, 0.1, 0.1)), None) == -1.0  # unknown size, above horizon
-
-
-class FakeTello:
-    """djitellopy.Tello's command interface without a network (answers ok)."""
-
-    def __init__(self):
-        self.cmds = []
-        self._udp = {"responses": []}
-
-    def connect(self):
-        pass
-
-    def send_command_with_return(self, cmd, timeout=7):
-        self.cmds.append(cmd)
-        return "ok"
-
-    def send_command_without_return(self, cmd):
-        self.cmds.append(cmd)
-
-    def get_own_udp_object(self):
-        return self._udp
-
-    def end(self):
-        pass
 
 
 def _camera_drone(found):

@@ -387,8 +387,10 @@ def format_size(n: int) -> str:
 # -- the cache: locks and atomic installation ----------------------------------------------------
 
 @contextlib.contextmanager
-def _locked(name: str) -> Iterator[Path]:
-    root = cache_root()
+def cache_lock(name: str, root: Path | None = None) -> Iterator[Path]:
+    """Hold the cache's lock for ``name`` (one preparer at a time across processes); yields the
+    cache directory (``root``, default :func:`cache_root`)."""
+    root = root if root is not None else cache_root()
     try:
         root.mkdir(parents=True, exist_ok=True)
         lock = open(root / f".{name}.lock", "w")
@@ -562,7 +564,7 @@ def _link_or_copy(src_dir: Path, out: Path) -> None:
 
 
 def _prepare_gguf(name: str, gguf: Path, *, force: bool, step: Callable[[str], None]) -> Path:
-    with _locked(name) as root:
+    with cache_lock(name) as root:
         final = root / name
         if not force and _gguf_stamp_ok(final, gguf):
             return final
@@ -586,7 +588,7 @@ def _prepare_gguf(name: str, gguf: Path, *, force: bool, step: Callable[[str], N
 def _prepare_parts(spec: ModelSpec, parts: list[Path], *, force: bool, step: Callable[[str], None]) -> Path:
     """A split GGUF: its chunks concatenated in order into a temporary file beside the cache, the
     published SHA-256 checked, then converted; the temporary file is removed."""
-    with _locked(spec.name) as root:
+    with cache_lock(spec.name) as root:
         final = root / spec.name
         if not force and _parts_stamp_ok(final, parts):
             return final
@@ -630,7 +632,7 @@ def _prepare_lora(spec: ModelSpec, *, force: bool, adapters: Path | None, step: 
     base_stamp = _read_stamp(base_dir) or {}
     source["base"] = spec.base
     source["base_sha256"] = base_stamp.get("source", {}).get("sha256", "")
-    with _locked(spec.name) as root:
+    with cache_lock(spec.name) as root:
         final = root / spec.name
         if not force and _lora_stamp_ok(final, source):
             return final

@@ -146,7 +146,7 @@ class TelloExecutor(SkillExecutor):
     def scene_view(self) -> list[str] | None:
         """The objects on the newest camera frame (the detector runs once per frame), or None."""
         camera = getattr(self.perception, "camera", None)
-        if camera is None or not self.flying and self.tello is None:
+        if camera is None:
             return None
         from llm_planner_node.core.perceivable import scene_entry
 

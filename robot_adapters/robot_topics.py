@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Any, Sequence
 
+from robot_adapters.executor import SkillExecutor
 from robot_adapters.perception.types import Detection, Frame
 
 log = logging.getLogger("timely_fleet.adapter")
@@ -105,7 +106,7 @@ class RobotTopics:
             self.det_pub = node.create_publisher(DetectionArray, f"{self.robot_id}/detections", 10)
             camera.listeners.append(self._on_detections)
             self._image_timer = node.create_timer(1.0 / IMAGE_HZ, self._throttled_image)
-        if type(self.executor).measured is not _base_measured():
+        if type(self.executor).measured is not SkillExecutor.measured:  # the robot measures itself
             from sensor_msgs.msg import BatteryState
 
             self.battery_pub = node.create_publisher(BatteryState, f"{self.robot_id}/battery", 5)
@@ -155,12 +156,6 @@ class RobotTopics:
             self.source.update(detections_from_msg(msg), time.monotonic())
         except Exception:  # noqa: BLE001 - a malformed message must not stop the node
             log.warning("%s: detections on %s not usable", self.robot_id, self.source.topic, exc_info=True)
-
-
-def _base_measured() -> Any:
-    from robot_adapters.executor import SkillExecutor
-
-    return SkillExecutor.measured
 
 
 def attach(node: Any, core: Any) -> RobotTopics:

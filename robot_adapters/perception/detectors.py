@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -39,11 +38,12 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from llm_planner_node.core.perceivable import COCO_LABELS  # the model's 80 classes, in its class order
+from llm_planner_node.models import ModelError, cache_lock
 from robot_adapters.perception.types import Detection
 
 CENTERNET_NAME = "centernet-mobilenetv3-coco"
@@ -73,7 +73,7 @@ DEFAULT_IOU = 0.4  # Human's iouThreshold
 DEFAULT_MAX_DETECTIONS = 20
 
 
-class DetectorError(ValueError):
+class DetectorError(ModelError):
     """A detector cannot be prepared or loaded; the message is one sentence saying why."""
 
 
@@ -170,22 +170,6 @@ def _check_files(package: Path) -> None:
             raise DetectorError(f"{path} is not the file of {NPM_PACKAGE} {NPM_VERSION} (its SHA-256 differs).")
 
 
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        lock = open(root / f".{CENTERNET_NAME}.lock", "w")
-    except OSError as e:
-        raise DetectorError(f"cannot write the model cache {root} ({e.strerror}): set TIMELY_FLEET_MODELS to a "
-                            "writable directory.") from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def _write_atomic(path: Path, write: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
     os.close(fd)
@@ -210,7 +194,7 @@ def prepare_detector(npm_dir: Path | None = None) -> Path:
         return final
     from robot_adapters.perception.tfjs_onnx import TfjsConversionError, convert
 
-    with _locked(final.parent), tempfile.TemporaryDirectory(prefix="timely-detector-") as tmp:
+    with cache_lock(CENTERNET_NAME, final.parent), tempfile.TemporaryDirectory(prefix="timely-detector-") as tmp:
         if final.is_file() and _model_format(final) == FORMAT:  # prepared meanwhile by another process
             return final
         work = Path(tmp)
@@ -476,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for found in det.detect(np.asarray(Image.open(args.image).convert("RGB"))):
             print(f"{found.label:16s} {found.score:.2f}  box (cx, cy, w, h) {found.box}")
         return 0
-    except (DetectorError, OSError) as e:
+    except (ModelError, OSError) as e:  # DetectorError, or the model cache's own
         print(f"error: {e}", file=sys.stderr)
         return 1
 

@@ -60,6 +60,7 @@ from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
 from llm_planner_node.core.outcomes import STATE_NAMES, RobotState
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
+from llm_planner_node.core.task_model import REPLAN_SKILLS
 
 from robot_adapters.event_loop import EventLoop, Watchdog, default_loop
 from robot_adapters.executor import Measured, SkillCancelled, SkillExecutionError, SkillExecutor, answer_text
@@ -615,6 +616,8 @@ class AdapterCore:
         run.durs.append(dt)
         if value is not None:
             run.answers.append((str(run.call), answer_text(value)))
+        elif run.call.name in REPLAN_SKILLS:  # the planner learns that this plan asked for a new one
+            run.answers.append((str(run.call), "requested"))
         if self.time_scale > 0:
             self.model.observe(self.robot_id, self.robot_kind, run.call, dt / self.time_scale)
         try:

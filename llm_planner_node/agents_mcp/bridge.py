@@ -44,7 +44,7 @@ def skill_text(s: Any) -> str:
 def feedback_dict(fb: Any) -> dict[str, Any]:
     return {"index": int(fb.index), "text": fb.text, "skills": [skill_text(s) for s in fb.skills],
             "queue_s": round(float(fb.queue_s), 4), "generation_s": round(float(fb.generation_s), 4),
-            "final": bool(fb.final)}
+            "final": bool(fb.final), "plan": int(getattr(fb, "plan", 0))}
 
 
 def is_approval_notice(fb: Any) -> bool:
@@ -72,6 +72,7 @@ def result_dict(res: Any, beta: float | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "status": STATUS_NAMES.get(int(res.status), str(res.status)), "message": res.message,
         "plan_text": res.plan_text,
+        "plans": list(res.plans),  # every plan of the goal: the first, then one per re-plan
         "segments": [{"index": int(s.index), "text": s.text, "skills": [skill_text(k) for k in s.skills],
                       "queued_s": round(s.queued_s, 4), "generation_start_s": round(s.generation_start_s, 4),
                       "generation_end_s": round(s.generation_end_s, 4), "dispatch_s": round(s.dispatch_s, 4),

@@ -90,7 +90,7 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
         with lock:
             print(text, flush=True)
 
-    mine: dict[str, str] = {}
+    mine: dict[str, Any] = {}
     shown: set[str] = set()
 
     def progress(st: Any) -> None:
@@ -123,6 +123,9 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
             say(f"[{time.monotonic() - t0:7.3f} s] {fb.text}")
             return
         skills = ", ".join(f"{s.name}({', '.join(s.arg_values)})" for s in fb.skills)
+        if fb.plan > mine.get("plan", 0):
+            mine["plan"] = fb.plan
+            say(f"[{time.monotonic() - t0:7.3f} s] the plan asked to re-plan: plan {fb.plan + 1}")
         say(f"[{time.monotonic() - t0:7.3f} s] segment {fb.index}: {fb.text!r} -> {skills}"
             f" (queued {fb.queue_s * 1000:.0f} ms, generated in {fb.generation_s * 1000:.0f} ms)"
             f"{' [final]' if fb.final else ''}")
@@ -150,6 +153,9 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
         h.result_wait(0.25)
     res = h.result(0)
     say(f"{STATUS_NAMES.get(res.status, res.status)}: {res.message}")
+    if len(res.plans) > 1:  # the goal re-planned: each plan it ran
+        for i, p in enumerate(res.plans):
+            say(f"  plan {i + 1}: {p}")
     for a in res.answers:  # what the robot found, skill by skill
         say(f"  segment {a.segment}: {a.skill} -> {a.value}")
     if res.has_return_value:

@@ -9,7 +9,7 @@ Schema (see config/fleet.yaml for a commented example)::
                keep_off_worker_cores, colocate_engine_core, servers: [url, ...] (kind remote)}
       batching: {mode: adaptive|fixed, max_batch}
       tuf_presets: {<class>: {ert_s, alpha, beta}}
-      max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s
+      max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s, scene_in_prompt, max_replans
     robots: [{id, kind: drone|arm|chat|sim, skill_set, adapter: sim|tello|tello-sim|indy|indy-sim|external, host}]
 
 :func:`load_params` checks the file as written, including :meth:`FleetParams.check` (the checks
@@ -167,6 +167,8 @@ class PlannerParams:
     #: off by default: the planner adapter was trained without scenes and plans worse with them
     #: (bench plans --scenes, docs/plan_quality.md)
     scene_in_prompt: bool = False
+    #: new plans a goal may ask for (its robot ran ``re_plan``) after its first; one more ends it REPLAN_REFUSED
+    max_replans: int = _rule(2, ge=0)
     #: bounds of each plan language's grammar (core/plan_limits.py), keyed minispec / arm / chat
     plan_limits: dict[str, PlanLimits] = field(default_factory=lambda: dict(DEFAULT_PLAN_LIMITS))
     #: decoding of each plan language (core/sampling.py): plans greedy, chat configurable
@@ -182,7 +184,7 @@ _PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_pre
                      "batching_mode": "planner.batching.mode", "max_batch": "planner.batching.max_batch"}
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
                       "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
-                      "scene_in_prompt", "plan_limits", "sampling")
+                      "scene_in_prompt", "max_replans", "plan_limits", "sampling")
 _ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception",
                "simulator")
 #: values of a robot's ``perception.source``; ``scene`` only on the simulated adapters
@@ -502,6 +504,17 @@ def perceivable_objects(robot: RobotParams) -> tuple[str, ...] | None:
             return tuple(sorted(set(spec.get("objects", {})) | set(robot.objects)))
         return tuple(robot.objects) or None
     return None
+
+
+def plan_objects(robot: RobotParams) -> tuple[str, ...]:
+    """The object arguments ``robot``'s plans may name (its plan grammar's; empty: any name): an
+    arm's declared objects; for a drone that perceives through a known detector, its classes
+    (and any objects its YAML declares), so a plan cannot send it after a thing it can never find."""
+    if robot.kind == "drone":
+        known = perceivable_objects(robot)
+        if known is not None:
+            return tuple(dict.fromkeys((*robot.objects, *known)))
+    return tuple(robot.objects)
 
 
 def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> FleetParams:

@@ -70,6 +70,7 @@ _DESCRIPTIONS: dict[str, str] = {
     "hopeless": "goals that can no longer earn utility > 0 (segmented policies): keep (policy order), "
                 "last (served after the others) or shed (ended at once with status SHED)",
     "scene_in_prompt": "a camera drone's goal prompt carries the scene it last reported (TypeFly's Scene line)",
+    "max_replans": "new plans a goal may ask for with re_plan after its first (one more ends it REPLAN_REFUSED)",
     ROBOT_IDS: "ids of the fleet's robots; each has robots.<id>.kind, skill_set, adapter and host",
     "security.mode": "robot link protection: sign (HMAC-signed segments and statuses, per-robot keys) or off",
     "security.keystore": "directory of the per-robot keys ('' = the per-user default; timely-fleet keys)",

@@ -83,13 +83,16 @@ def measured_times(req: Request) -> tuple[float, float, float]:
     """(response, robot waiting, time utility) of a live request from the execution starts and
     ends its robot reported (the same definitions, measured instead of modelled): response =
     ``S_0 - arrival`` and utility ``TUF0(response)`` once segment 0 started, else (-1, -1, 0);
-    robot waiting = ``F_K - arrival - sum_k E_k`` once the plan executed completely, else -1."""
-    if not req.exec_start or req.exec_start[0] is None:
+    robot waiting = ``F_K - arrival - sum_k E_k`` once the plan executed completely, else -1.
+    A goal that re-planned is measured over all its plans (segment 0 is its first plan's)."""
+    first = req.chain[0]
+    if not first.exec_start or first.exec_start[0] is None:
         return -1.0, -1.0, 0.0
-    response = req.exec_start[0] - req.arrival
+    response = first.exec_start[0] - req.arrival
     waiting = -1.0
     if req.state is GenState.FINISHED and req.exec_end and req.exec_end[-1] is not None:
-        executed = sum(e - s for s, e in zip(req.exec_start, req.exec_end) if s is not None and e is not None)
+        executed = sum(e - s for r in req.chain for s, e in zip(r.exec_start, r.exec_end)
+                       if s is not None and e is not None)
         waiting = req.exec_end[-1] - req.arrival - executed
     return float(response), float(waiting), float(tuf0(response, req.goal.tuf))
 

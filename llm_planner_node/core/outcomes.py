@@ -73,6 +73,7 @@ class ActionStatus(IntEnum):
     TIMEOUT = 6
     TRUNCATED = 7
     SHED = 8
+    REPLAN_REFUSED = 9
 
 
 #: status value -> name, as `timely-fleet goal` prints it

@@ -50,7 +50,7 @@ SYNONYMS: dict[str, str] = {
 
 #: everyday things users ask robots about that COCO has no class for
 THINGS: frozenset[str] = frozenset("""
-    keys key keychain wallet wallets glasses sunglasses spectacles charger cable headphones earphones
+    door doors window windows keys key keychain wallet wallets glasses sunglasses spectacles charger cable headphones earphones
     earbuds necklace jewelry coin coins card cards passport envelope pen pens pencil pencils marker
     screwdriver hammer wrench pliers shoe shoes sneaker sneakers boots sock socks slipper slippers hat
     jacket coat shirt towel blanket pillow lamp candle flashlight lighter medicine pills toy toys doll
@@ -84,6 +84,12 @@ def _canonical(word: str, known: frozenset[str]) -> str:
     if w not in known and w.endswith("s") and w[:-1] in known:
         return w[:-1]
     return w
+
+
+def named_things(instruction: str) -> list[str]:
+    """The things ``instruction`` names (COCO classes, by synonym too, and the lexicon's other
+    things), in order: what a robot would have to perceive to do it."""
+    return unperceivable(instruction, ())
 
 
 def unperceivable(instruction: str, perceivable: Iterable[str]) -> list[str]:

@@ -112,6 +112,10 @@ class Planner:
         #: called with each generated segment before it is recorded and dispatched; a returned
         #: reason ends the goal INVALID_PLAN without dispatching it (the service's budget check)
         self.segment_check: Callable[[Request, Segment], str | None] | None = None
+        #: called when a plan whose robot ran ``re_plan`` has executed: the goal of its next
+        #: generation (same robot and time utility, a new prompt), or why there is none (the goal
+        #: ends REPLAN_REFUSED). None: plans are not re-planned (their ``re_plan`` does nothing)
+        self.replanner: Callable[[Request], Goal | str] | None = None
 
     # ----------------------------------------------------------------- public API
     def submit(self, goal: Goal) -> int:
@@ -128,15 +132,20 @@ class Planner:
         if need > self.engine.kv_capacity_tokens():
             raise ValueError(f"goal needs {need} KV tokens (prompt {prompt_tokens} + max_tokens "
                              f"{goal.max_tokens}), engine capacity is {self.engine.kv_capacity_tokens()}")
+        return self._start(goal, self.clock.now(), prompt_tokens).id
+
+    def _start(self, goal: Goal, arrival: float, prompt_tokens: int, earlier: tuple[Request, ...] = ()) -> Request:
+        """A new generation in the queue (a goal's first, or a re-plan's: ``earlier``)."""
         rid = self._next_id
         self._next_id += 1
-        req = Request(rid, goal, self.clock.now(), prompt_tokens)
+        req = Request(rid, goal, arrival, prompt_tokens, earlier=earlier,
+                      seq_base=sum(len(r.segments) for r in earlier))
         self.requests[rid] = req
         if self.predictor is not None:
             p0 = self.predictor.initial(rid, goal)
             self._pred[rid] = (p0, p0)
         self._enqueue(req)
-        return rid
+        return req
 
     def cancel(self, request_id: int, reason: str = "cancelled by client",
                kind: EndKind = EndKind.CANCELLED) -> bool:
@@ -504,12 +513,35 @@ class Planner:
 
     def _plan_executed(self, req: Request) -> None:
         """Every segment of a generated plan executed: SUCCEEDED, or TRUNCATED if the plan was
-        cut by max_tokens (what ran is not the whole plan)."""
+        cut by max_tokens (what ran is not the whole plan), or, when its robot ran ``re_plan``,
+        the goal goes on in a new generation (:meth:`_replan`)."""
         if req.truncated:
             self._end(req, EndKind.TRUNCATED, f"plan cut at max_tokens={req.goal.max_tokens} after "
                                               f"{len(req.segments)} segment(s); those segments were executed")
+        elif self.replanner is not None and req.asked_replan():
+            self._replan(req)
         else:
             self._end(req, EndKind.SUCCEEDED, "plan executed")
+
+    def _replan(self, req: Request) -> None:
+        """The plan asked for a new one: queue the goal's next generation on the same time-utility
+        clock (its arrival is the goal's), its robot's sequence numbers continuing after this
+        plan's; this generation ends REPLANNED. If the service gives no next goal, or it can never
+        run, the goal ends REPLAN_REFUSED with the reason."""
+        nxt = self.replanner(req)  # type: ignore[misc]
+        if isinstance(nxt, str):
+            self._end(req, EndKind.REPLAN_REFUSED, nxt)
+            return
+        prompt_tokens = self.engine.count_prompt_tokens(nxt.prompt)
+        need = prompt_tokens + nxt.max_tokens
+        if need > self.engine.kv_capacity_tokens():
+            self._end(req, EndKind.REPLAN_REFUSED, f"the re-plan needs {need} KV tokens (prompt {prompt_tokens} + "
+                                                   f"max_tokens {nxt.max_tokens}), engine capacity is "
+                                                   f"{self.engine.kv_capacity_tokens()}")
+            return
+        new = self._start(nxt, req.arrival, prompt_tokens, req.chain)
+        req.replanned_as = new.id
+        self._end(req, EndKind.REPLANNED, f"re-planning: plan {len(new.chain)} of the goal is request {new.id}")
 
     def _dispatch_pending(self, req: Request) -> None:
         now = self.clock.now()

@@ -27,6 +27,10 @@ from llm_planner_node.core.skills import SkillCall
 from llm_planner_node.core.tuf import TUFParams
 
 
+#: the skill (and its MiniSpec alias) by which a plan asks for a new plan for the same goal
+REPLAN_SKILLS = frozenset({"re_plan", "rp"})
+
+
 class GenState(enum.Enum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -55,11 +59,16 @@ class EndKind(enum.Enum):
     ROBOT_TIMEOUT = "robot_timeout"  # the adapter went silent while it owed a report
     SHED = "shed"                    # overload: dropped before its first segment, when even an
                                      # immediate start could no longer give it utility > 0
+    REPLANNED = "replanned"          # the executed plan asked for a re-plan: the goal goes on in a
+                                     # new generation (never a goal's end, only this generation's)
+    REPLAN_REFUSED = "replan_refused"  # the executed plan asked for a re-plan the planner could not
+                                       # give (planner.max_replans reached, or its prompt did not fit)
 
     @property
     def state(self) -> GenState:
         """The terminal generation state this end puts a request in."""
         return {EndKind.SUCCEEDED: GenState.FINISHED, EndKind.TRUNCATED: GenState.FINISHED,
+                EndKind.REPLANNED: GenState.FINISHED,
                 EndKind.CANCELLED: GenState.CANCELLED}.get(self, GenState.FAILED)
 
 
@@ -101,6 +110,8 @@ class Goal:
     #: the plan language's bounds and decoding (None: the language's defaults)
     plan_limits: PlanLimits | None = None
     sampling: Sampling | None = None
+    #: the scene the prompt carries (TypeFly entries; None: no scene line)
+    scene: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens <= 0:
@@ -152,6 +163,22 @@ class Request:
     # what the robot found: each segment's answers (skill call, value) and the plan's return value
     answers: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     return_value: str | None = None
+    # re-planning: the goal's earlier generations (oldest first), the robot's sequence number of
+    # this generation's segment 0, and the generation that continued this one
+    earlier: tuple["Request", ...] = ()
+    seq_base: int = 0
+    replanned_as: int | None = None
+
+    @property
+    def chain(self) -> tuple["Request", ...]:
+        """Every generation of the goal so far, oldest first (this one last)."""
+        return (*self.earlier, self)
+
+    def asked_replan(self) -> bool:
+        """The robot ran this plan's ``re_plan`` (it answers each call it ran; a ``re_plan``
+        inside a condition that was false never ran)."""
+        return any(call.split("(", 1)[0].strip() in REPLAN_SKILLS
+                   for answers in self.answers.values() for call, _v in answers)
 
     @property
     def next_segment(self) -> int:

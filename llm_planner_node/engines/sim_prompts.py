@@ -4,6 +4,8 @@ cut into the segments the engine generates."""
 
 from __future__ import annotations
 
+import re
+
 #: Longest instruction / plan list quoted in a rejection message (characters).
 MAX_QUOTED_INSTRUCTION = 80
 MAX_PLAN_LIST = 600
@@ -74,7 +76,7 @@ def sim_no_plan_message(instruction: str, robot_kind: str) -> str:
 
 
 def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = (),
-                       scene: tuple[str, ...] | None = None) -> object:
+                       scene: tuple[str, ...] | None = None, done: str | None = None) -> object:
     """The simulated plan for a goal, only for an instruction the shipped planner knows
     (:func:`llm_planner_node.planner_model.known.find_known`; case, punctuation and whitespace do
     not matter):
@@ -111,16 +113,25 @@ def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, obj
     raise ValueError(sim_no_plan_message(instruction, robot_kind))
 
 
+#: separates the plans of a scripted goal that re-plans
+REPLAN_SCRIPT_SEPARATOR = "//"
+
+
 def scripted_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str,
-                            objects: tuple[str, ...] = (), scene: tuple[str, ...] | None = None) -> object:
+                            objects: tuple[str, ...] = (), scene: tuple[str, ...] | None = None, done: str | None = None) -> object:
     """The scripted engine (``engine.kind: scripted``): the instruction *is* the plan the engine
     writes, cut by the robot's segmenter and generated at the simulated engine's speed, so given
     plans (adversarial ones: deep loops, long plans, moves out of a fence) reach the real planner
-    and adapters. A text the segmenter refuses is rejected with its reason."""
+    and adapters. A text the segmenter refuses is rejected with its reason. Plans separated by
+    ``//`` script a goal that re-plans: its first plan is the first part, and each re-plan
+    (``done``: the plans already run) writes the part after the last one run (one ``re_plan``
+    per part)."""
     from llm_planner_node.segmenters.base import PlanError
 
     if robot_kind == "chat":
         return _sim_chat_prompt(instruction, instruction)
+    parts = [p.strip() for p in instruction.split(REPLAN_SCRIPT_SEPARATOR)]
+    instruction = parts[min(len(parts) - 1, len(re.findall(r"\b(?:re_plan|rp)\b", done or "")))]
     try:
         return _sim_prompt_from_plan(instruction, robot_kind, skill_set_id)
     except PlanError as e:

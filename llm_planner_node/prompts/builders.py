@@ -14,7 +14,7 @@ CHAT_PROMPT_CACHE_MAX = 256
 
 
 def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = (),
-                        scene: tuple[str, ...] | None = None) -> object:
+                        scene: tuple[str, ...] | None = None, done: str | None = None) -> object:
     """The shipped planner model's prompt for a goal (skill set + guidance + examples + task; it
     was trained without object lists and scenes)."""
     return build_prompt(instruction, robot_kind, DEFAULT_SKILL_SETS[skill_set_id])
@@ -34,13 +34,13 @@ def chat_template_prompt_builder(model_path: str, options: PromptOptions | None 
     cache: dict[tuple[Any, ...], tuple[int, ...]] = {}
 
     def build(instruction: str, robot_kind: str, skill_set_id: str, objects: tuple[str, ...] = (),
-              scene: tuple[str, ...] | None = None) -> object:
-        key = (instruction, robot_kind, skill_set_id, tuple(objects), None if scene is None else tuple(scene))
+              scene: tuple[str, ...] | None = None, done: str | None = None) -> object:
+        key = (instruction, robot_kind, skill_set_id, tuple(objects), None if scene is None else tuple(scene), done)
         ids = cache.get(key)
         if ids is None:
             ids = cache[key] = tuple(build_chat_prompt_ids(tokenizer, instruction, robot_kind,
                                                            DEFAULT_SKILL_SETS[skill_set_id], objects=tuple(objects),
-                                                           options=options, scene=scene))
+                                                           options=options, scene=scene, done=done))
             while len(cache) > CHAT_PROMPT_CACHE_MAX:
                 cache.pop(next(iter(cache)))
         return list(ids)

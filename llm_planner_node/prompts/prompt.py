@@ -160,6 +160,10 @@ _INSTRUCT_RULES = {
 }
 
 
+#: a re-plan's prompt names the plans already run after this
+DONE_PREFIX = "Done so far: "
+
+
 def _arg_text(a: ArgSpec, descriptions: bool) -> str:
     if not descriptions:
         return a.name
@@ -207,11 +211,12 @@ def language_key(robot_kind: str, skill_set: SkillSet) -> str:
 
 def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillSet | None = None, *,
                   objects: Sequence[str] = (), options: PromptOptions = PromptOptions(),
-                  scene: Sequence[str] | None = None) -> list[dict]:
+                  scene: Sequence[str] | None = None, done: str | None = None) -> list[dict]:
     """System message, then ``options.examples`` retrieved worked examples as user/assistant
-    turns, then the instruction (quantities in the skills' units when ``options.quantities``) and,
-    for a robot that reported what it sees, TypeFly's ``Scene: [...]`` line after it (in the last
-    turn, so the system message and the examples stay a shared prefix for the cache)."""
+    turns, then the instruction (quantities in the skills' units when ``options.quantities``),
+    for a re-plan the plans already run (``Done so far: ...``), and for a robot that reported what
+    it sees TypeFly's ``Scene: [...]`` line (all in the last turn, so the system message and the
+    examples stay a shared prefix for the cache)."""
     if skill_set is None:
         skill_set = DEFAULT_SKILL_SETS[DEFAULT_SKILL_SET_FOR_KIND[robot_kind]]
     instruction = " ".join(instruction.strip().split())
@@ -224,6 +229,8 @@ def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillS
     for instr, plan in retrieve(instruction, language, options.examples):
         msgs += [{"role": "user", "content": said(instr)}, {"role": "assistant", "content": plan}]
     last = said(instruction)
+    if done is not None and robot_kind != "chat":
+        last = f"{last}\n{DONE_PREFIX}{' '.join(done.split())}"
     if scene is not None and robot_kind != "chat":
         from llm_planner_node.core.perceivable import scene_line
 
@@ -234,9 +241,11 @@ def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillS
 
 def build_chat_prompt_ids(tokenizer: object, instruction: str, robot_kind: str = "drone",
                           skill_set: SkillSet | None = None, *, objects: Sequence[str] = (),
-                          options: PromptOptions = PromptOptions(), scene: Sequence[str] | None = None) -> list[int]:
+                          options: PromptOptions = PromptOptions(), scene: Sequence[str] | None = None,
+                          done: str | None = None) -> list[int]:
     """The goal's prompt as token ids, rendered with the tokenizer's chat template."""
-    msgs = chat_messages(instruction, robot_kind, skill_set, objects=objects, options=options, scene=scene)
+    msgs = chat_messages(instruction, robot_kind, skill_set, objects=objects, options=options, scene=scene,
+                         done=done)
     ids = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)  # type: ignore[attr-defined]
     if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in some transformers versions
         ids = ids["input_ids"]

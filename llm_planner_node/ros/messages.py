@@ -58,7 +58,9 @@ STATUS_OF: dict[EndKind, int] = {
     EndKind.ROBOT_TIMEOUT: Result.STATUS_TIMEOUT,
     EndKind.TRUNCATED: Result.STATUS_TRUNCATED,
     EndKind.SHED: Result.STATUS_SHED,
+    EndKind.REPLAN_REFUSED: Result.STATUS_REPLAN_REFUSED,
 }
+# EndKind.REPLANNED ends a generation, never a goal (the goal goes on in the next one): no status
 
 
 #: A RobotStatus with this goal id reports only what an idle robot measures (battery, temperature).
@@ -175,16 +177,18 @@ def skill_msgs(calls: tuple[SkillCall, ...], skill_set_id: str | None) -> list[S
 def result_message(req: Request) -> str:
     """The result's one-line message for a terminal request (a success says what the plan
     returned: "look for the cat" ends "... returned True" or "... returned False")."""
+    plans = f" over {len(req.chain)} plans" if len(req.chain) > 1 else ""
     if req.end is EndKind.SUCCEEDED:
         said = f", returned {req.return_value}" if req.return_value is not None else ""
-        return f"plan of {len(req.segments)} segment(s) executed{said}"
+        return f"plan of {sum(len(r.segments) for r in req.chain)} segment(s){plans} executed{said}"
     if req.end is EndKind.TRUNCATED:
         return f"plan truncated: {req.end_reason}"
     return req.end_reason or (req.end.value if req.end else "ended")
 
 
 def build_result(req: Request) -> Any:
-    """The PlanTask result of a terminal request (times relative to goal arrival)."""
+    """The PlanTask result of a terminal request: every plan of its goal (re-plans), segments
+    numbered as the robot ran them, times relative to the goal's arrival."""
     assert req.state.terminal and req.end is not None, "build_result needs a terminal request"
     a = req.arrival
 
@@ -193,14 +197,15 @@ def build_result(req: Request) -> Any:
         return -1.0 if t is None else float(t - a)
 
     reports = [SegmentReport(
-        index=k, text=seg.text, skills=skill_msgs(seg.calls, req.goal.skill_set_id),
-        dispatch_s=rel(req.dispatched_at, k), execution_start_s=rel(req.exec_start, k),
-        execution_end_s=rel(req.exec_end, k), queued_s=float(req.queued_at(k) - a),
-        generation_start_s=rel(req.gen_start, k), generation_end_s=rel(req.gen_end, k))
-        for k, seg in enumerate(req.segments)]
+        index=r.seq_base + k, text=seg.text, skills=skill_msgs(seg.calls, r.goal.skill_set_id),
+        dispatch_s=rel(r.dispatched_at, k), execution_start_s=rel(r.exec_start, k),
+        execution_end_s=rel(r.exec_end, k), queued_s=float(r.queued_at(k) - a),
+        generation_start_s=rel(r.gen_start, k), generation_end_s=rel(r.gen_end, k))
+        for r in req.chain for k, seg in enumerate(r.segments)]
+    plans = ["".join(s.text for s in r.segments) for r in req.chain]
     response, waiting, utility = measured_times(req)
     return Result(status=STATUS_OF[req.end], message=result_message(req),
-                  plan_text="".join(s.text for s in req.segments), segments=reports,
+                  plan_text="".join(plans), plans=plans, segments=reports,
                   response_time_s=response, robot_waiting_s=waiting, time_utility=utility,
                   has_return_value=req.return_value is not None, return_value=req.return_value or "",
                   answers=answer_msgs(req))
@@ -208,7 +213,8 @@ def build_result(req: Request) -> Any:
 
 def answer_msgs(req: Request) -> list[Any]:
     """Every answer the robot's skills gave, segment by segment, in order."""
-    return [SkillAnswer(segment=k, skill=n, value=v) for k in sorted(req.answers) for n, v in req.answers[k]]
+    return [SkillAnswer(segment=r.seq_base + k, skill=n, value=v)
+            for r in req.chain for k in sorted(r.answers) for n, v in r.answers[k]]
 
 
 
@@ -218,7 +224,7 @@ def rejected_result(reason: str) -> Any:
 
 def segment_message(goal_id: str, req: Request, index: int, final: bool, stamp: Any) -> Any:
     seg = req.segments[index]
-    return SkillSegment(goal_id=goal_id, robot_id=req.goal.robot_id, sequence=index, text=seg.text,
+    return SkillSegment(goal_id=goal_id, robot_id=req.goal.robot_id, sequence=req.seq_base + index, text=seg.text,
                         skills=skill_msgs(seg.calls, req.goal.skill_set_id), final=final, stamp=stamp)
 
 

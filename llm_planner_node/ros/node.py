@@ -359,7 +359,7 @@ class PlannerNode(LifecycleNode):
         self._result_pub.publish(GoalResult(
             goal_id=goal_id, stamp=self.get_clock().now().to_msg(), status=res.status, message=res.message,
             robot_id=g.robot_id, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha, beta=g.tuf.beta,
-            plan_text=res.plan_text, segments=res.segments, response_time_s=res.response_time_s,
+            plan_text=res.plan_text, plans=res.plans, segments=res.segments, response_time_s=res.response_time_s,
             robot_waiting_s=res.robot_waiting_s, time_utility=res.time_utility,
             has_return_value=res.has_return_value, return_value=res.return_value, answers=res.answers))
         self._log_end(goal_id, g.robot_id, res)
@@ -390,7 +390,7 @@ class PlannerNode(LifecycleNode):
         handle = self.goal_handles.get(goal_id)
         if handle is not None:
             handle.publish_feedback(PlanTask.Feedback(
-                index=index, text=msg.text, skills=msg.skills, final=final,
+                index=req.seq_base + index, plan=len(req.earlier), text=msg.text, skills=msg.skills, final=final,
                 queue_s=req.gen_start[index] - req.queued_at(index),
                 generation_s=req.gen_end[index] - req.gen_start[index]))
         return msg
@@ -423,7 +423,9 @@ class PlannerNode(LifecycleNode):
         self._goal_pub.publish(GoalRecord(
             goal_id=goal_id, stamp=self.get_clock().now().to_msg(), robot_id=g.robot_id, robot_kind=g.robot_kind,
             task_type=g.task_type, instruction=g.instruction, ert_s=g.tuf.ert, alpha=g.tuf.alpha,
-            beta=g.tuf.beta, skill_set=g.skill_set_id or "", max_tokens=g.max_tokens))
+            beta=g.tuf.beta, skill_set=g.skill_set_id or "", max_tokens=g.max_tokens, scene=list(g.scene or ()),
+            prompt_token_ids=([int(t) for t in g.prompt] if isinstance(g.prompt, (list, tuple))
+                              and all(isinstance(t, int) for t in g.prompt) else [])))
 
     def log(self, level: str, text: str) -> None:
         self._log(level, text)

@@ -92,7 +92,7 @@ def attach(node: Any) -> None:
         handle = node.goal_handles.get(goal_id)
         if handle is not None:
             handle.publish_feedback(PlanTask.Feedback(
-                index=index, text=text, skills=[], final=False,
+                index=req.seq_base + index, plan=len(req.earlier), text=text, skills=[], final=False,
                 queue_s=req.gen_start[index] - req.queued_at(index) if index < len(req.gen_start) else 0.0,
                 generation_s=req.gen_end[index] - req.gen_start[index] if index < len(req.gen_end) else 0.0))
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter
 from typing import Callable
 
-from llm_planner_node.config.params import SIM_ENGINES, FleetParams, RobotParams, perceivable_objects
+from llm_planner_node.config.params import SIM_ENGINES, FleetParams, RobotParams, perceivable_objects, plan_objects
 from llm_planner_node.core.battery import BatteryRule, battery_refusal
 from llm_planner_node.core.budgets import StaticBudget
 from llm_planner_node.core.clock import Clock
@@ -173,8 +174,8 @@ class GoalIntake:
         goal = Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
                     prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
                     max_tokens=int(g.max_tokens or self._default_max_tokens(robot, prompt)), skill_set_id=robot.skill_set,
-                    instruction=g.instruction.strip(), objects=robot.objects,
-                    plan_limits=pp.plan_limits.get(lang), sampling=pp.sampling.get(lang))
+                    instruction=g.instruction.strip(), objects=plan_objects(robot),
+                    plan_limits=pp.plan_limits.get(lang), sampling=pp.sampling.get(lang), scene=scene)
         with self._pending_lock:
             if self._pending >= self._max_pending:
                 return Rejection(RejectReason.OVERLOADED,
@@ -210,6 +211,31 @@ class GoalIntake:
         self._post(submit)
         return None
 
+    def replan(self, req: Request) -> Goal | str:
+        """Scheduler thread: the next generation of a goal whose robot ran ``re_plan`` (the
+        core's ``replanner``): the same instruction, prompted with the plans already run and the
+        scene the robot reports now; or why not (``planner.max_replans`` reached, the prompt
+        refused)."""
+        params = self._params()
+        pp = params.planner
+        done = len(req.chain) - 1  # re-plans so far
+        if done >= pp.max_replans:
+            return (f"the plan asked for re-plan {done + 1} of the goal; planner.max_replans is {pp.max_replans} "
+                    f"(plans run: {len(req.chain)})")
+        g = req.goal
+        robot = params.robot(g.robot_id)
+        if robot is None:
+            return f"robot {g.robot_id} is no longer configured"
+        scene = (self._vitals.scene(robot.id, SCENE_MAX_AGE_S)
+                 if self._vitals is not None and pp.scene_in_prompt else None)
+        ran = "".join(seg.text for r in req.chain for seg in r.segments)
+        try:
+            prompt = self._prompt_builder(g.instruction, robot.kind, robot.skill_set, objects=robot.objects,
+                                          done=ran, **({} if scene is None else {"scene": scene}))
+        except ValueError as e:
+            return f"the re-plan's prompt was refused: {e}"
+        return dataclasses.replace(g, prompt=prompt, scene=scene)  # max_tokens as the goal's first plan
+
     def _default_max_tokens(self, robot: RobotParams, prompt: object) -> int:
         """A goal's max_tokens when it sets none: ``planner.max_tokens``, raised under the plan
         grammar to the longest plan the robot's grammar admits (+ the end of sequence), so every
@@ -234,7 +260,7 @@ class GoalIntake:
                 ss = DEFAULT_SKILL_SETS[robot.skill_set]
                 lang = language_for(robot.kind, ss)
                 # the grammar the engine decodes this robot's goals under (shared, built once)
-                g = derivatives_for(ss, robot.kind, limits=pp.plan_limits.get(lang), objects=robot.objects).grammar
+                g = derivatives_for(ss, robot.kind, limits=pp.plan_limits.get(lang), objects=plan_objects(robot)).grammar
                 n = max(n, longest_plan_chars(g) + 1)
             self._max_tokens_of[robot.id] = n
         return n

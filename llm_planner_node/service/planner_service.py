@@ -100,6 +100,7 @@ class PlannerService:
         self.intake = GoalIntake(self._current_params, self.planner, prompt_builder, self.goals, self.delivery,
                                  ports, self.clock, self.counters, post=self._post, unavailable=self._unavailable,
                                  max_pending=PENDING_GOALS_MAX, vitals=self.vitals)
+        self.planner.replanner = self.intake.replan
         self.statuses = StatusPath(self._current_params, self.planner, self.goals, self.delivery, ports,
                                    self.clock, wake_up=self._wake_up)
         self.diagnostics = Diagnostics(self.planner, self.goals, self.delivery, self.statuses, self.counters,

@@ -40,6 +40,15 @@ class GoalRegistry:
             self.by_goal_id.pop(entry.goal_id, None)
         return entry
 
+    def rekey(self, request_id: int, new_request_id: int) -> GoalEntry | None:
+        """The goal of ``request_id`` goes on as ``new_request_id`` (a re-plan): same entry, so
+        the same client, budget and busy robot."""
+        entry = self.by_request.pop(request_id, None)
+        if entry is not None:
+            entry.request_id = new_request_id
+            self.add(entry)
+        return entry
+
     def claim(self, robot_id: str, goal_id: str) -> str | None:
         """Atomically mark ``robot_id`` busy with ``goal_id``; the busy reason if it already was."""
         with self._busy_lock:

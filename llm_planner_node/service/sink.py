@@ -8,7 +8,7 @@ from typing import Callable
 
 from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-from llm_planner_node.core.task_model import EndKind, GenState, Request, Segment
+from llm_planner_node.core.task_model import REPLAN_SKILLS, EndKind, GenState, Request, Segment
 from llm_planner_node.core.text import safe_text
 from llm_planner_node.prompts.grammar import language_for
 from llm_planner_node.segmenters.plan_cost import segment_cost
@@ -57,18 +57,29 @@ class PortsSink:
             return
         final = segment.final or (request.state is GenState.GENERATED
                                   and segment.index == len(request.segments) - 1)
+        if final and any(c.name in REPLAN_SKILLS for seg in request.segments for c in seg.calls):
+            final = False  # the robot may run the plan's re_plan: the goal's next plan continues the sequence
         msg = self._ports.segment(g.goal_id, request, segment.index, final)
-        self._delivery.sent(g.goal_id, segment.index, msg, self._clock.now())
+        self._delivery.sent(g.goal_id, request.seq_base + segment.index, msg, self._clock.now())
 
     def done(self, request: Request) -> None:
+        if request.end is EndKind.REPLANNED and request.replanned_as is not None:
+            # not the goal's end: it goes on in the next generation (same client, budget, robot)
+            g = self._goals.rekey(request.id, request.replanned_as)
+            if g is not None:
+                self._counters["replans"] += 1
+                self._ports.log("info", f"goal {g.goal_id[:8]} robot {safe_text(request.goal.robot_id)}: the plan "
+                                        f"asked to re-plan; writing plan {len(request.chain) + 1}")
+            self._post(lambda: self._forget(request))
+            return
         g = self._goals.pop(request.id)
         if g is None:
             return
         self._goals.release(request.goal.robot_id, g.goal_id)
         self._counters[request.end.value if request.end else "ended"] += 1
-        if request.end is not EndKind.SUCCEEDED and request.segments:
+        if request.end is not EndKind.SUCCEEDED and any(r.segments for r in request.chain):
             # ended early after segments reached the robot: stop it (re-sent until confirmed)
-            msg = self._ports.stop(g.goal_id, request.goal.robot_id, len(request.segments))
+            msg = self._ports.stop(g.goal_id, request.goal.robot_id, request.seq_base + len(request.segments))
             self._delivery.stop(g.goal_id, request.goal.robot_id, msg, self._clock.now())
         else:
             self._delivery.close(g.goal_id)

@@ -119,7 +119,10 @@ class StatusPath:
             return
         rid = self._goals.by_goal_id.get(st.goal_id)
         req = self._planner.requests.get(rid) if rid is not None else None
-        k = st.sequence
+        seq = st.sequence  # the robot's numbering runs on across a goal's re-plans
+        k = seq - req.seq_base if req is not None else seq  # the segment of this generation
+        if req is not None and req.goal.robot_id == st.robot_id and 0 <= seq < req.seq_base:
+            return  # a late or repeated report on an earlier plan of the goal (already executed)
         # a report that does not match the goal (another robot, a segment never dispatched)
         # changes nothing: no last_heard, no acknowledgement, no recorded failure
         if req is None or req.goal.robot_id != st.robot_id or not 0 <= k < len(req.dispatched_at):
@@ -128,9 +131,9 @@ class StatusPath:
             self.drops["does not match a goal in flight"] += 1
             return
         now = self._clock.now()
-        self._delivery.heard(st.goal_id, k, now, finished=st.state in (DONE, FAILED))
+        self._delivery.heard(st.goal_id, seq, now, finished=st.state in (DONE, FAILED))
         if st.state in (EXECUTING, DONE, FAILED):  # an earlier segment's report was lost: ask now
-            probe = self._delivery.probe_gap(st.goal_id, k, now)
+            probe = self._delivery.probe_gap(st.goal_id, seq, now)
             if probe is not None:
                 self._ports.publish(*probe)
         self.delays.append(time.monotonic() - st.received)
@@ -145,9 +148,9 @@ class StatusPath:
             self._planner.on_robot_status(st.robot_id, rid, k, "finished", durations=list(st.skill_durations_s))
         elif st.state == FAILED:
             self._planner.on_robot_status(st.robot_id, rid, k, "failed", reason=(
-                f"robot {st.robot_id} failed segment {k}: {safe_text(st.error, 300) or 'no reason given'}"))
+                f"robot {st.robot_id} failed segment {seq}: {safe_text(st.error, 300) or 'no reason given'}"))
         elif st.state == CANCELLED:  # the robot stopped the plan without this planner asking
-            self._planner.cancel(rid, f"robot {st.robot_id} cancelled segment {k}: "
+            self._planner.cancel(rid, f"robot {st.robot_id} cancelled segment {seq}: "
                                       f"{safe_text(st.error, 300) or 'no reason given'}")
 
     def flood_check(self, now: float) -> None:

@@ -281,7 +281,15 @@ def arg_matches(value: Any, want: Any) -> bool:
         return False  # a run-time value: only a wildcard (an omitted argument) matches it
     if _is_number(want):
         return num_close(value, want)
-    return norm_str(value) == norm_str(want)
+    return _object(norm_str(value)) == _object(norm_str(want))
+
+
+def _object(name: str) -> str:
+    """An object name as the detector's class it is a synonym of (``plant`` is ``potted_plant``):
+    a camera drone can only name its classes, and either name means the same thing."""
+    from llm_planner_node.core.perceivable import SYNONYMS
+
+    return SYNONYMS.get(name, name)
 
 
 def call_matches(call: SkillCall, want: PatternCall) -> bool:

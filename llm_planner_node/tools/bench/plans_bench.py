@@ -179,13 +179,16 @@ def generate(engine: Any, build: Callable[..., object], items: Sequence[pm.Instr
              timeout_s: float = 120.0, id_base: int = 0, progress: _Progress | None = None,
              objects: Mapping[str, tuple[str, ...]] | None = None, limits: Mapping[str, PlanLimits] | None = None,
              sampling: Mapping[str, Any] | None = None,
-             scenes: Mapping[str, tuple[str, ...]] | None = None) -> list[PlanRun]:
+             scenes: Mapping[str, tuple[str, ...]] | None = None,
+             grammar_objects: Mapping[str, tuple[str, ...]] | None = None) -> list[PlanRun]:
     """Plan every item, ``concurrency`` at once, suspended at every segment and resumed at once
     (the node's segmented generation); each generation is aborted after ``timeout_s``.
 
     Each is added as the planner service adds a goal: the prompt ``build(instruction, kind,
     skill_set, objects=...)``, the robot kind's known ``objects``, its plan language's ``limits``
-    and ``sampling``; ``max_tokens`` is a number or ``max_tokens(item, prompt)``."""
+    and ``sampling``; ``max_tokens`` is a number or ``max_tokens(item, prompt)``.
+    ``grammar_objects[instruction]``: the objects that goal's grammar admits when they are not the
+    kind's (a camera drone's: its detector's classes and the scene)."""
     from llm_planner_node.core.engine_api import FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent, TokensEvent
     from llm_planner_node.tools.bench.grammar_bench import set_grammar
 
@@ -204,8 +207,9 @@ def generate(engine: Any, build: Callable[..., object], items: Sequence[pm.Instr
             r.max_tokens = max_tokens(it, prompt) if callable(max_tokens) else max_tokens
             lang = language_of(it.kind)
             r.t_add = engine.clock.now()
+            gobjs = (grammar_objects or {}).get(it.instruction, objs)
             engine.add(GenerationSpec(id_base + nxt, prompt, r.max_tokens, it.kind, it.skill_set,
-                                      suspend_at_segments=True, objects=objs, plan_limits=limits.get(lang),
+                                      suspend_at_segments=True, objects=gobjs, plan_limits=limits.get(lang),
                                       sampling=sampling.get(lang)))
             running[id_base + nxt] = r
             nxt += 1
@@ -586,17 +590,10 @@ def bench_scene(instruction: str, index: int) -> tuple[tuple[str, ...], bool]:
     Returns (TypeFly scene entries, whether the named objects are in view)."""
     import random
 
-    from llm_planner_node.core.perceivable import COCO_LABELS, SYNONYMS, scene_entry
+    from llm_planner_node.core.perceivable import named_things, scene_entry
 
     rng = random.Random(index)
-    words = re.findall(r"[a-z]+", instruction.lower())
-    named = []
-    for a, b in zip(words, words[1:] + [""]):
-        for w in (f"{a}_{b}", a):
-            c = SYNONYMS.get(w, w)
-            if c in COCO_LABELS and c not in named:
-                named.append(c)
-                break
+    named = named_things(instruction)  # COCO classes, and things outside them (a door) as another detector would
     present = index % 2 == 0
     labels = (named if present else []) + rng.sample([d for d in SCENE_DISTRACTORS if d not in named], rng.randint(1, 2))
     rng.shuffle(labels)
@@ -610,6 +607,14 @@ def bench_scene(instruction: str, index: int) -> tuple[tuple[str, ...], bool]:
 #: a drone plan's object arguments (MiniSpec aliases and full names of the skills that take one)
 _OBJECT_CALL = re.compile(r"\b(?:s|scan|iv|is_visible|ox|object_x|oy|object_y|ow|object_width|oh|object_height|od|"
                           r"object_dis|o|orienting|g|goto)\s*[,(]\s*['\"]?([A-Za-z_][A-Za-z0-9_ ]*)")
+
+
+def seen_objects(scene: Sequence[str]) -> tuple[str, ...]:
+    """What a camera drone with the default detector can name when it reports ``scene``: the
+    detector's classes and the objects in view (its grammar's object arguments)."""
+    from llm_planner_node.core.perceivable import COCO_LABELS
+
+    return tuple(dict.fromkeys((*COCO_LABELS, *(e.split(" ", 1)[0] for e in scene))))
 
 
 def plan_objects(plan: str) -> list[str]:
@@ -725,7 +730,9 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
                                        max_model_len=engine_params.max_model_len)
             mt: int | Callable[[pm.Instruction, object], int] = max_tokens if max_tokens is not None else limit
             setup = dict(objects=objects, limits=v.limits, sampling=planner.sampling,
-                         scenes={k: sc for k, (sc, _p) in scene_of.items()} if v.scenes else None)
+                         scenes={k: sc for k, (sc, _p) in scene_of.items()} if v.scenes else None,
+                         grammar_objects=({k: seen_objects(sc) for k, (sc, _p) in scene_of.items()}
+                                          if v.scenes else None))
             label = f"{model} {v.ablation} {'grammar' if grammar else 'free'}"
             # warm-up: compile each kind's grammar and fill the prefix cache before timing
             warm = [next(it for it in vitems if it.kind == k) for k in kinds]
@@ -761,7 +768,9 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
             if "drone" in kinds:  # drone plans naming an object the robot could never find
                 from llm_planner_node.core.perceivable import COCO_LABELS
 
-                outside = []
+                from llm_planner_node.core.perceivable import unperceivable
+
+                outside, refused = [], []
                 for x in results:
                     if x["kind"] != "drone":
                         continue
@@ -772,8 +781,19 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
                     bad = [o for o in plan_objects(x["plan"]) if o not in COCO_LABELS and o not in seen]
                     if bad:
                         outside.append({"instruction": x["instruction"], "objects": bad})
+                    # the node refuses at intake a goal about a thing its camera drone cannot
+                    # perceive (neither a detector class nor in the scene): never planned there
+                    missing = unperceivable(x["instruction"], seen_objects(sc))
+                    if missing:
+                        refused.append({"instruction": x["instruction"], "objects": missing})
+                        x["refused_at_intake"] = missing
                 run["drone_plans_naming_unperceivable_objects"] = len(outside)
                 run["unperceivable_objects"] = outside
+                plannable = [x for x in results if x["kind"] == "drone" and not x.get("refused_at_intake")]
+                run["drone_refused_at_intake_with_scene"] = len(refused)
+                run["drone_plannable_with_scene"] = summarize(plannable, 0, 0.0) | {
+                    "note": "drone instructions a camera drone seeing this scene would plan (the others it refuses "
+                            "at intake, naming the object); the same items in every run"}
             run["items"] = results
             runs.append(run)
             _log(f"  {label}: valid {run['valid']}/{run['instructions']}, match {run['semantic_match']}, "

@@ -39,6 +39,8 @@ class PlanSample:
     instruction: str
     plan: str
     objects: tuple[str, ...] = ()  # known objects given in the prompt (empty: none)
+    scene: tuple[str, ...] | None = None  # TypeFly scene entries after the instruction (None: no scene line)
+    done: str | None = None  # a re-plan: the plans already run (the target is the rest)
 
     @property
     def skill_set(self) -> str:
@@ -685,6 +687,73 @@ def _arm_sample(rng: random.Random) -> tuple[str, str, tuple[str, ...]]:
 # ------------------------------------------------------------------------------------------
 # public API
 # ------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------
+# scenes and re-plans (drone)
+# ------------------------------------------------------------------------------------------
+def scene_for(rng: random.Random, named: Iterable[str], present: bool) -> tuple[str, ...]:
+    """A scene as a camera drone reports it (TypeFly entries, highest score first): the named
+    objects when ``present``, plus 0-3 other COCO classes, or nothing in view at all."""
+    from llm_planner_node.core.perceivable import COCO_LABELS, scene_entry
+
+    named = [snake(o) for o in named]
+    others = rng.sample([c for c in COCO_LABELS if c not in named], rng.choice([0, 1, 1, 2, 2, 3]))
+    labels = (named if present else []) + others
+    rng.shuffle(labels)
+    out = []
+    for lb in labels:
+        w, h = rng.uniform(0.04, 0.35), rng.uniform(0.04, 0.45)
+        out.append(scene_entry(lb, (rng.uniform(w / 2, 1 - w / 2), rng.uniform(h / 2, 1 - h / 2), w, h)))
+    return tuple(out)
+
+
+_REPLAN_SAY = ["plan again", "re-plan", "replan", "think again", "make a new plan", "decide again",
+               "come up with a new plan", "plan the rest"]
+_TURN_BACK = [("turn around", "turn_cw(180);"), ("turn right", "turn_cw(90);"), ("turn left", "turn_ccw(90);"),
+              ("turn 90 degrees", "turn_cw(90);"), ("rotate a quarter turn left", "turn_ccw(90);")]
+
+
+def _replan_first(rng: random.Random) -> tuple[str, str, str, tuple[str, ...]]:
+    """An instruction that asks for a re-plan, its first plan, and the object it is about:
+    (text, plan, kind of continuation, objects)."""
+    o = _obj(rng, DRONE_OBJECTS)
+    n = snake(o)
+    say = rng.choice(_REPLAN_SAY)
+    r = rng.random()
+    if r < 0.5:
+        turn_text, turn = rng.choice(_TURN_BACK)
+        text = rng.choice(["look for {o}; if you can't see it, {t} and {s}",
+                           "if {o} is in view go to it, otherwise {t} and {s}",
+                           "check whether you see {o}: go to it if so, else {t} and {s}",
+                           "go to {o} if it's visible, if not {t} then {s}"]).format(o=_the(rng, o), t=turn_text, s=say)
+        plan = f"_1=is_visible({n});?_1==True{{goto({n});}};?_1==False{{{turn}re_plan();}};"
+        return text, plan, "find", (o,)
+    if r < 0.8:
+        step_text, step_plan, _ = _pick(rng, _DRONE_STEP)(rng)
+        text = rng.choice(["{a}, then {s} to find {o}", "{a} and {s}: I want you at {o}",
+                           "{a}, then look around and {s} to reach {o}"]).format(a=step_text, s=say, o=_the(rng, o))
+        return text, f"{step_plan}re_plan();", "find", (o,)
+    text = rng.choice(["take off, {s} and go to {o}", "take off and then {s} to get to {o}"]).format(s=say, o=_the(rng, o))
+    return text, "takeoff();re_plan();", "find", (o,)
+
+
+def _replan_rest(rng: random.Random, o: str, in_view: bool) -> str:
+    """What a re-plan writes for a goal about ``o``: go to it when the scene shows it, else search."""
+    n = snake(o)
+    if in_view:
+        return f"goto({n});"
+    return f"_1=scan({n});?_1==True{{goto({n});}};->_1;"
+
+
+def _replan_sample(rng: random.Random) -> tuple[PlanSample, PlanSample]:
+    """A re-plan's two generations: the first plan (ends by asking for a re-plan) and the
+    continuation, prompted with what was done and the new scene."""
+    text, first, _kind, objs = _replan_first(rng)
+    in_view = rng.random() < 0.5
+    scene = scene_for(rng, objs, in_view)
+    return (PlanSample("drone", text, first, (), scene_for(rng, objs, False) if rng.random() < 0.6 else None),
+            PlanSample("drone", text, _replan_rest(rng, objs[0], in_view), (), scene, first))
+
+
 def _objects_list(rng: random.Random, kind: str, used: tuple[str, ...]) -> tuple[str, ...]:
     vocab = _DRONE_EXTRA_NOUNS if kind == "drone" else _ARM_EXTRA_NOUNS
     k = rng.randint(2, 8)
@@ -707,10 +776,14 @@ def _checker(skill_set_id: str):
 
 
 def generate(n: int = 6000, seed: int = 0, *, arm_fraction: float = 0.4, objects_fraction: float = 0.4,
-             exclude: set[str] | None = None) -> list[PlanSample]:
+             exclude: set[str] | None = None, scene_fraction: float = 0.0,
+             replan_fraction: float = 0.0) -> list[PlanSample]:
     """``n`` distinct samples (deterministic for ``seed``). ``objects_fraction`` of them carry a
-    known-objects list (the plan's objects plus distractors, shuffled); the rest none. Plans the
-    plan grammar rejects (a composition over the plan limits) are skipped."""
+    known-objects list (the plan's objects plus distractors, shuffled); the rest none.
+    ``scene_fraction`` of the drone samples carry a scene after the instruction (the named objects
+    in view half the time; the plan is the same either way), and ``replan_fraction`` of the drone
+    draws are a re-plan's two generations (:func:`_replan_sample`). Plans the plan grammar rejects
+    (a composition over the plan limits) are skipped."""
     rng = random.Random(seed)
     excl = excluded_instructions() if exclude is None else exclude
     seen: set[str] = set()
@@ -719,6 +792,14 @@ def generate(n: int = 6000, seed: int = 0, *, arm_fraction: float = 0.4, objects
     while len(out) < n and tries < n * 50:
         tries += 1
         kind = "arm" if rng.random() < arm_fraction else "drone"
+        if kind == "drone" and replan_fraction > 0 and rng.random() < replan_fraction:
+            pair = _replan_sample(rng)
+            key = normalise(pair[0].instruction)
+            if key in excl or key in seen:
+                continue
+            seen.add(key)
+            out.extend(p for p in pair if _checker("tello_minispec").accepts(p.plan))
+            continue
         text, plan, used = (_arm_sample if kind == "arm" else _drone_sample)(rng)
         text = _tidy_text(text)
         if rng.random() < 0.08:
@@ -732,13 +813,17 @@ def generate(n: int = 6000, seed: int = 0, *, arm_fraction: float = 0.4, objects
             continue
         seen.add(key)
         objs = _objects_list(rng, kind, used) if (rng.random() < objects_fraction) else ()
-        out.append(PlanSample(kind, text, plan, objs))
-    return out
+        scene = (scene_for(rng, used, rng.random() < 0.5)
+                 if kind == "drone" and scene_fraction > 0 and rng.random() < scene_fraction else None)
+        out.append(PlanSample(kind, text, plan, objs, scene))
+    return out[:n]
 
 
 def to_jsonl(samples: Iterable[PlanSample]) -> str:
     return "".join(json.dumps({"robot_kind": s.robot_kind, "instruction": s.instruction, "plan": s.plan,
-                               "objects": list(s.objects)}) + "\n" for s in samples)
+                               "objects": list(s.objects),
+                               **({} if s.scene is None else {"scene": list(s.scene)}),
+                               **({} if s.done is None else {"done": s.done})}) + "\n" for s in samples)
 
 
 if __name__ == "__main__":  # pragma: no cover - a quick look at the data

@@ -138,7 +138,8 @@ def train(args: argparse.Namespace) -> None:
     model = get_peft_model(model, cfg)
     model.print_trainable_parameters()
     inner = model.base_model.model  # LlamaForCausalLM
-    samples = generate(args.samples, args.seed)
+    samples = generate(args.samples, args.seed, scene_fraction=args.scene_fraction,
+                       replan_fraction=args.replan_fraction)
     by_kind = {k: [s for s in samples if s.robot_kind == k] for k in ("drone", "arm")}
     replay = [PlanSample("chat", q, a) for q, a in chat_replay.load()] if args.chat_fraction > 0 else []
     if replay:
@@ -191,7 +192,8 @@ def train(args: argparse.Namespace) -> None:
             batch.append(by_kind[kind][order[kind][pos[kind]]])
             pos[kind] += 1
         objects = batch_objects(rng, kind, batch) if kind != "chat" and rng.random() < args.objects_fraction else ()
-        prompts = [build_chat_prompt_ids(tok, s.instruction, kind, objects=objects, options=PROMPT_OPTIONS)
+        prompts = [build_chat_prompt_ids(tok, s.instruction, kind, objects=objects, options=PROMPT_OPTIONS,
+                                         scene=s.scene, done=s.done)
                    for s in batch]
         shared = _lcp(prompts)
         p_ids, p_cache = kind_prefix(kind, step)
@@ -243,7 +245,8 @@ def train(args: argparse.Namespace) -> None:
                 "data_size": len(samples), "batch": args.batch, "lr": args.lr, "rank": args.rank,
                 "alpha": args.alpha, "lora_layers": layers, "target_modules": list(TARGET_MODULES),
                 "prefix_refresh": args.prefix_refresh, "objects_fraction": args.objects_fraction,
-                "drone_fraction": args.drone_fraction, "chat_fraction": args.chat_fraction if replay else 0.0,
+                "drone_fraction": args.drone_fraction, "scene_fraction": args.scene_fraction,
+                "replan_fraction": args.replan_fraction, "chat_fraction": args.chat_fraction if replay else 0.0,
                 "chat_replay": len(replay),
                 "wall_time_s": round(time.time() - t0, 1), "train_time_s": round(time.time() - t_train, 1),
                 "final_loss": lv, "final_loss_ema": ema,
@@ -396,6 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix-refresh", type=int, default=20)
     ap.add_argument("--objects-fraction", type=float, default=0.4)
     ap.add_argument("--drone-fraction", type=float, default=0.6)
+    ap.add_argument("--scene-fraction", type=float, default=0.4,
+                    help="share of drone samples with a scene after the instruction (the plan is the same)")
+    ap.add_argument("--replan-fraction", type=float, default=0.08,
+                    help="share of drone draws that are a re-plan's two generations")
     ap.add_argument("--chat-fraction", type=float, default=0.15,
                     help="share of batches from the chat replay (chat_replay.jsonl: the base model's own chat "
                          "answers, so the adapter keeps talking); 0: plans only")

@@ -37,6 +37,12 @@ Rules a core enforces
 * **Cancellation**: a ``SkillSegment`` with ``cancel=True`` (or :meth:`AdapterCore.cancel`) stops
   the current skill (``executor.stop()``), drops the goal's queued segments and reports
   CANCELLED.
+* **Planner terms** (fencing, ``llm_planner_node/core/link.py``): the core remembers the highest
+  planner term it accepted (for as long as the process runs, across goals); a segment, stop or
+  heartbeat with a lower term is dropped before it has any effect (no lease renewal, nothing
+  started, queued or stopped) and counted (:data:`~llm_planner_node.core.link.STALE_TERM`); a
+  higher term is accepted and becomes the one remembered. Term 0 (no term: a planner from before
+  terms) is accepted only while no term >= 1 was seen.
 
 Status events carry the measured per-skill durations (``skill_names`` / ``skill_durations_s``),
 progress, elapsed time and the adapter's own predicted remaining time. Subclassing for a new
@@ -57,7 +63,7 @@ from typing import Any, Callable, Sequence
 
 from llm_planner_node.core.budgets import Budget, BudgetExceeded, BudgetMeter, budget_for, pose_after
 from llm_planner_node.core.execution_time import ExecutionTimeModel
-from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
+from llm_planner_node.core.link import HEARTBEAT_SEQUENCE, STALE_TERM
 from llm_planner_node.core.outcomes import STATE_NAMES, RobotState
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 from llm_planner_node.core.task_model import REPLAN_SKILLS
@@ -82,6 +88,7 @@ class SegmentIn:
     final: bool = False
     cancel: bool = False
     robot_id: str = ""
+    term: int = 0  # the sending planner's term (0: none given)
 
 
 @dataclass
@@ -202,6 +209,10 @@ class AdapterCore:
         self._lease_at = clock()
         self._lease_timer: int | None = None
         self.lease_stops = 0
+        #: planner terms (fencing): the highest term accepted, and messages dropped for a lower one
+        self.term = 0
+        self.stale_term_drops = 0
+        self._stale_logged: set[int] = set()  # stale terms already logged (once each)
         self._stop_why: dict[str, str] = {}  # goal id -> why the adapter itself stopped it
         self.gap_timeout_s = gap_timeout_s
         self.skill_timeout_factor = skill_timeout_factor
@@ -287,6 +298,33 @@ class AdapterCore:
         self.loop.call_soon(self._pump)
 
     # ------------------------------------------------------------------ input
+    def admit_term(self, term: int) -> bool:
+        """The term rule for one verified planner message: False (dropped, counted, logged once
+        per stale term) when ``term`` is below the highest term accepted; else True, and a higher
+        term becomes the one this robot obeys. Callers act on the message only when True."""
+        term = int(term)
+        with self._cv:
+            if term < self.term:
+                self.stale_term_drops += 1
+                if term not in self._stale_logged and len(self._stale_logged) < 64:
+                    self._stale_logged.add(term)
+                    log.warning("%s: dropped a message from planner term %d because this robot obeys "
+                                "planner term %d now", self.robot_id, term, self.term)
+                return False
+            if term > self.term:
+                old, self.term = self.term, term
+                # first contact is not news; a planner that took over is
+                (log.info if old else log.debug)("%s: planner term %d -> %d", self.robot_id, old, term)
+            return True
+
+    def heartbeat(self, term: int = 0) -> bool:
+        """A planner heartbeat of ``term``: renews the lease unless the term is stale (False)."""
+        with self._cv:
+            if not self.admit_term(term):
+                return False
+            self.renew_lease()
+            return True
+
     def renew_lease(self) -> None:
         """The planner spoke (a heartbeat, a segment or a stop): its lease runs lease_s from now."""
         with self._cv:
@@ -320,14 +358,17 @@ class AdapterCore:
                     self._stop_why[gid] = why
                     self._cancel_locked(gid, -1)
 
-    def submit(self, seg: SegmentIn) -> None:
-        """Accept a segment (non-blocking; called from the ROS callback)."""
-        self.renew_lease()
+    def submit(self, seg: SegmentIn) -> bool:
+        """Accept a segment or stop (non-blocking; called from the ROS callback). False: dropped
+        unseen because its planner term is stale (:meth:`admit_term`)."""
         with self._cv:
+            if not self.admit_term(seg.term):
+                return False
+            self.renew_lease()
             g = self._goals.get(seg.goal_id)
             if seg.cancel:
                 self._cancel_locked(seg.goal_id, seg.sequence)
-                return
+                return True
             if g is None:
                 g = self._goals[seg.goal_id] = _Goal(seg.goal_id)
                 self._order.append(seg.goal_id)
@@ -338,14 +379,15 @@ class AdapterCore:
                                error="goal already ended (aborted, failed or cancelled): segment refused")
                 else:
                     self._repeat_status(seg)
-                return
+                return True
             if seg.sequence in g.seen:
                 self._repeat_status(seg)
-                return
+                return True
             g.seen.add(seg.sequence)
             g.pending[seg.sequence] = seg
             self._emit(seg.goal_id, seg.sequence, STATE_RECEIVED)
             self._kick()
+            return True
 
     def _repeat_status(self, seg: SegmentIn) -> None:
         """A segment we already have: the planner did not hear our report (or probes a robot that
@@ -748,7 +790,7 @@ def segment_from_msg(msg: Any) -> SegmentIn:
     return SegmentIn(
         goal_id=msg.goal_id, sequence=int(msg.sequence), text=msg.text,
         skills=[(s.name, list(s.arg_values)) for s in msg.skills],
-        final=bool(msg.final), cancel=bool(msg.cancel), robot_id=msg.robot_id,
+        final=bool(msg.final), cancel=bool(msg.cancel), robot_id=msg.robot_id, term=int(getattr(msg, "term", 0)),
     )
 
 
@@ -819,7 +861,8 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
         """``signer``/``verifier`` (:mod:`llm_planner_node.security.signing`, ``security.mode: sign``):
         statuses go out signed with the robot's key, and a segment runs only if the planner
         signed it with that robot's key (anything else is dropped and counted in
-        :attr:`link_drops`). ``per_robot_topics``: statuses on ``robots/<id>/status``.
+        :attr:`link_drops`, as are verified messages of a stale planner term, in every mode).
+        ``per_robot_topics``: statuses on ``robots/<id>/status``.
         ``segment_topics``: ``shared`` (one subscription to ``robot_segments`` for every robot
         of the node, dispatched by ``robot_id``), ``per_robot`` (``robots/<id>/segments``, one
         subscription per robot: SROS2 access control) or ``both``; default
@@ -852,10 +895,11 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
             self._subs.append(draining_subscription(self, SkillSegment, SEGMENTS_TOPIC, self._on_shared_segment,
                                                     segment_qos()))
 
-    def _drop(self, robot_id: str, reason: str) -> None:
+    def _drop(self, robot_id: str, reason: str, *, logged: bool = False) -> None:
+        """Count a dropped message; ``logged``: its core has said why already."""
         self.link_drops[reason] = self.link_drops.get(reason, 0) + 1
         now = time.monotonic()
-        if now - self._last_drop_log >= 5.0:  # a flood must not flood the log too
+        if not logged and now - self._last_drop_log >= 5.0:  # a flood must not flood the log too
             self._last_drop_log = now
             self.get_logger().warning(f"segments for {robot_id[:64]!r} dropped, not executed: "
                                       f"{sum(self.link_drops.values())} so far ({self.link_drops})")
@@ -869,10 +913,13 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
         if topic is not None and msg.robot_id and msg.robot_id != core.robot_id:
             self.get_logger().warning(f"segment for '{msg.robot_id[:64]!r}' on {topic}: ignored")
             return
+        # the planner's term is checked on verified messages only (a forger must not fence the planner)
         if msg.sequence == HEARTBEAT_SEQUENCE and not msg.cancel:
-            core.renew_lease()  # the planner's lease (llm_planner_node/core/link.py): nothing to run
-            return
-        core.submit(segment_from_msg(msg))
+            obeyed = core.heartbeat(int(msg.term))  # the planner's lease (llm_planner_node/core/link.py)
+        else:
+            obeyed = core.submit(segment_from_msg(msg))
+        if not obeyed:
+            self._drop(core.robot_id, STALE_TERM, logged=True)  # the core logs each stale term once
 
     def _on_shared_segment(self, msg: Any) -> None:
         core = self.cores.get(msg.robot_id)
@@ -943,11 +990,12 @@ def spin_node(node: Any, context: Any = None, *, seconds: float | None = None) -
 
 def make_segment_msg(goal_id: str, robot_id: str, sequence: int, calls: Sequence[SkillCall] = (),
                      text: str = "", final: bool = False, cancel: bool = False,
-                     skill_set: SkillSet | None = None) -> Any:
-    """Build a ``SkillSegment`` (tests, demos, mission scripts)."""
+                     skill_set: SkillSet | None = None, term: int = 0) -> Any:
+    """Build a ``SkillSegment`` (tests, demos, mission scripts); ``term``: the sender's planner term."""
     from timely_fleet.msg import Skill, SkillSegment
 
-    m = SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=sequence, text=text, final=final, cancel=cancel)
+    m = SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=sequence, text=text, final=final, cancel=cancel,
+                     term=term)
     out = []
     for c in calls:
         arg_names = [a.name for a in skill_set.spec(c.name).args[: len(c.args)]] if skill_set else [""] * len(c.args)

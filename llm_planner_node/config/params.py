@@ -9,7 +9,7 @@ Schema (see config/fleet.yaml for a commented example)::
                keep_off_worker_cores, colocate_engine_core, servers: [url, ...] (kind remote)}
       batching: {mode: adaptive|fixed, max_batch}
       tuf_presets: {<class>: {ert_s, alpha, beta}}
-      max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s, scene_in_prompt, max_replans
+      max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s, scene_in_prompt, max_replans, term
     robots: [{id, kind: drone|arm|chat|sim, skill_set, adapter: sim|tello|tello-sim|indy|indy-sim|external, host}]
 
 :func:`load_params` checks the file as written, including :meth:`FleetParams.check` (the checks
@@ -173,6 +173,9 @@ class PlannerParams:
     plan_limits: dict[str, PlanLimits] = field(default_factory=lambda: dict(DEFAULT_PLAN_LIMITS))
     #: decoding of each plan language (core/sampling.py): plans greedy, chat configurable
     sampling: dict[str, Sampling] = field(default_factory=lambda: dict(DEFAULT_SAMPLING))
+    #: the planner's term, carried by every message it sends robots; adapters obey only the highest
+    #: term they have seen (core/link.py); raised at run time by a planner that takes over
+    term: int = _rule(1, ge=1)
 
 
 CONSTRAINED_DECODING = ("grammar", "off")
@@ -184,7 +187,7 @@ _PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_pre
                      "batching_mode": "planner.batching.mode", "max_batch": "planner.batching.max_batch"}
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
                       "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
-                      "scene_in_prompt", "max_replans", "plan_limits", "sampling")
+                      "scene_in_prompt", "max_replans", "plan_limits", "sampling", "term")
 _ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception",
                "simulator")
 #: values of a robot's ``perception.source``; ``scene`` only on the simulated adapters

@@ -71,6 +71,8 @@ _DESCRIPTIONS: dict[str, str] = {
                 "last (served after the others) or shed (ended at once with status SHED)",
     "scene_in_prompt": "a camera drone's goal prompt carries the scene it last reported (TypeFly's Scene line)",
     "max_replans": "new plans a goal may ask for with re_plan after its first (one more ends it REPLAN_REFUSED)",
+    "term": "the planner's term at start, carried by every segment, heartbeat and stop it sends; adapters obey "
+            "only the highest term they have seen (a planner that takes over raises it at run time)",
     ROBOT_IDS: "ids of the fleet's robots; each has robots.<id>.kind, skill_set, adapter and host",
     "security.mode": "robot link protection: sign (HMAC-signed segments and statuses, per-robot keys) or off",
     "security.keystore": "directory of the per-robot keys ('' = the per-user default; timely-fleet keys)",

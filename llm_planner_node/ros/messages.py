@@ -222,20 +222,22 @@ def rejected_result(reason: str) -> Any:
     return Result(status=Result.STATUS_REJECTED, message=reason, response_time_s=-1.0, robot_waiting_s=-1.0)
 
 
-def segment_message(goal_id: str, req: Request, index: int, final: bool, stamp: Any) -> Any:
+def segment_message(goal_id: str, req: Request, index: int, final: bool, stamp: Any, term: int) -> Any:
+    """Segment ``index`` of a request, from a planner of ``term`` (core/link.py)."""
     seg = req.segments[index]
     return SkillSegment(goal_id=goal_id, robot_id=req.goal.robot_id, sequence=req.seq_base + index, text=seg.text,
-                        skills=skill_msgs(seg.calls, req.goal.skill_set_id), final=final, stamp=stamp)
+                        skills=skill_msgs(seg.calls, req.goal.skill_set_id), final=final, stamp=stamp, term=term)
 
 
-def heartbeat_message(goal_id: str, robot_id: str, stamp: Any) -> Any:
-    """The planner's lease renewal for a robot running ``goal_id`` (core/link.py)."""
-    return SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=HEARTBEAT_SEQUENCE, stamp=stamp)
+def heartbeat_message(goal_id: str, robot_id: str, stamp: Any, term: int) -> Any:
+    """The planner's lease renewal for a robot running ``goal_id``, from a planner of ``term`` (core/link.py)."""
+    return SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=HEARTBEAT_SEQUENCE, stamp=stamp, term=term)
 
 
-def stop_message(goal_id: str, robot_id: str, sequence: int, stamp: Any) -> Any:
-    """A ``cancel`` segment: stop the goal, drop its queued segments, bring the robot to idle."""
-    return SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=sequence, cancel=True, stamp=stamp)
+def stop_message(goal_id: str, robot_id: str, sequence: int, stamp: Any, term: int) -> Any:
+    """A ``cancel`` segment from a planner of ``term``: stop the goal, drop its queued segments,
+    bring the robot to idle."""
+    return SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=sequence, cancel=True, stamp=stamp, term=term)
 
 
 __all__ = ["ACTION_NAME", "ACTION_QOS", "DIAGNOSTICS_TOPIC", "GOALS_TOPIC", "RESULTS_TOPIC",

@@ -48,6 +48,7 @@ from timely_fleet.srv import CancelPlan
 from llm_planner_node.ros import operator as operator_ros
 from llm_planner_node.core.outcomes import STATUS_NAMES, RejectReason, Rejection
 from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.link import PlannerTerm
 from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.config.params import FleetParams
@@ -116,6 +117,8 @@ class PlannerNode(LifecycleNode):
         # defaults, ``-p`` / ``--params-file`` / launch ``parameters=`` override them (ros_params)
         self.params = declare_parameters(self, params)
         add_validation_callback(self, lambda: self.params, self._apply_params)
+        # the planner's term (core/link.py): outlives configure and cleanup, only ever goes up
+        self._term = PlannerTerm(self.params.planner.term)
         self._service_args = dict(engine=engine, engine_factory=engine_factory, prompt_builder=prompt_builder,
                                   clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends,
                                   robot_time_scale=robot_time_scale)
@@ -164,6 +167,22 @@ class PlannerNode(LifecycleNode):
         self.create_timer(1.0, self._publish_diagnostics)
         self.create_timer(FinishLaterActionServer.STATUS_PERIOD_S, self._server.flush_status,
                           callback_group=self.goals_callback_group)
+
+    @property
+    def term(self) -> int:
+        """The term every segment, heartbeat and stop this planner sends carries."""
+        return self._term.value
+
+    @property
+    def role(self) -> str:
+        return self._term.role
+
+    def set_term(self, term: int) -> None:
+        """Raise the planner's term (any thread; it must be above the current one, else ValueError):
+        every message sent from now on, re-sends included, carries it, and adapters that see it
+        drop the messages of lower terms. A planner that takes over calls this."""
+        old = self._term.raise_to(term)
+        self.get_logger().info(f"planner term {old} -> {self.term} (role {self.role})")
 
     def _apply_params(self, params: FleetParams) -> None:
         """A run-time parameter change that passed validation (limits, timeouts, TUF presets)."""
@@ -385,7 +404,7 @@ class PlannerNode(LifecycleNode):
 
     # -- PlannerPorts (scheduler thread) ---------------------------------------------------------
     def segment(self, goal_id: str, req: Request, index: int, final: bool) -> Any:
-        msg = segment_message(goal_id, req, index, final, self.get_clock().now().to_msg())
+        msg = segment_message(goal_id, req, index, final, self.get_clock().now().to_msg(), self.term)
         self.publish(req.goal.robot_id, msg)
         handle = self.goal_handles.get(goal_id)
         if handle is not None:
@@ -396,12 +415,14 @@ class PlannerNode(LifecycleNode):
         return msg
 
     def stop(self, goal_id: str, robot_id: str, sequence: int) -> Any:
-        msg = stop_message(goal_id, robot_id, sequence, self.get_clock().now().to_msg())
+        msg = stop_message(goal_id, robot_id, sequence, self.get_clock().now().to_msg(), self.term)
         self.publish(robot_id, msg)
         return msg
 
     def publish(self, robot_id: str, msg: Any) -> None:
-        """Publish (or re-send) a segment, stop or heartbeat, signed afresh: every send has a new counter."""
+        """Publish (or re-send) a segment, stop or heartbeat, signed afresh: every send has a new
+        counter and the planner's term now (a re-send after :meth:`set_term` carries the new one)."""
+        msg.term = self.term
         if self._signer is not None:
             self._signer.sign_segment(msg, robot_id)
         self._seg_pubs[robot_id].publish(msg)
@@ -416,7 +437,8 @@ class PlannerNode(LifecycleNode):
         now = time.monotonic()
         for robot_id, goal_id in service.active_goals().items():
             if now - self._last_sent.get(robot_id, 0.0) >= period:
-                self.publish(robot_id, heartbeat_message(goal_id, robot_id, self.get_clock().now().to_msg()))
+                self.publish(robot_id, heartbeat_message(goal_id, robot_id, self.get_clock().now().to_msg(),
+                                                         self.term))
 
     def goal_started(self, goal_id: str, req: Request) -> None:
         g = req.goal
@@ -489,7 +511,7 @@ class PlannerNode(LifecycleNode):
         if service is None:
             self._diag_pub.publish(DiagnosticArray(header=self._header(now), status=[DiagnosticStatus(
                 level=DiagnosticStatus.WARN, name=f"{self.get_name()}: engine", hardware_id=self.get_name(),
-                message="not configured: no engine loaded")]))
+                message="not configured: no engine loaded"), self._role_status()]))
             return
         snap, health, pp = service.snapshot, service.health, service.params.planner
         self._stats_pub.publish(PlannerStats(
@@ -540,7 +562,14 @@ class PlannerNode(LifecycleNode):
             + [KeyValue(key="security.mode", value=self.params.security.mode)])
         self._diag_pub.publish(DiagnosticArray(header=self._header(now),
                                                status=[engine_status, goals_status, robots_status,
-                                                       *operator_ros.diagnostics(self)]))
+                                                       *operator_ros.diagnostics(self), self._role_status()]))
+
+    def _role_status(self) -> DiagnosticStatus:
+        """``<node>: role``: the planner's role and term (core/link.py)."""
+        role, term = self.role, self.term
+        return DiagnosticStatus(level=DiagnosticStatus.OK, name=f"{self.get_name()}: role", hardware_id=self.get_name(),
+                                message=f"{role}, term {term}",
+                                values=[KeyValue(key="role", value=role), KeyValue(key="term", value=str(term))])
 
     @staticmethod
     def _header(stamp: Any) -> Any:

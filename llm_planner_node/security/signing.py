@@ -294,10 +294,12 @@ def _stamp(stamp: tuple[int, int] | None) -> bytes:
 
 def segment_fields(goal_id: str, robot_id: str, sequence: int, text: str,
                    skills: Sequence[Sequence[Any]], final: bool, cancel: bool,
-                   stamp: tuple[int, int] | None = None) -> bytes:
+                   stamp: tuple[int, int] | None = None, term: int = 0) -> bytes:
     """The signed bytes of a segment: every field except key_id, counter and mac (which the MAC
-    covers by construction). ``skills``: ``(name, arg_values)`` or ``(name, arg_names, arg_values)``."""
-    return b"".join([b"SEG1", _s(goal_id), _s(robot_id), _u(sequence), _s(text),
+    covers by construction). ``skills``: ``(name, arg_values)`` or ``(name, arg_names, arg_values)``;
+    ``term``: the sending planner's term (tag ``SEG2``: a ``SEG1`` MAC, made without the term,
+    never verifies)."""
+    return b"".join([b"SEG2", _u(term), _s(goal_id), _s(robot_id), _u(sequence), _s(text),
                      _list([_skill(s) for s in skills]), _b(final), _b(cancel), _stamp(stamp)])
 
 
@@ -440,10 +442,10 @@ def _stamp_of(msg: Any) -> tuple[int, int] | None:
 
 
 def segment_msg_fields(msg: Any) -> bytes:
-    """:func:`segment_fields` of a ``timely_fleet/SkillSegment`` (skills with arg names, stamp)."""
+    """:func:`segment_fields` of a ``timely_fleet/SkillSegment`` (skills with arg names, stamp, term)."""
     skills = [(s.name, list(s.arg_names), list(s.arg_values)) for s in msg.skills]
     return segment_fields(msg.goal_id, msg.robot_id, msg.sequence, msg.text, skills, bool(msg.final),
-                          bool(msg.cancel), _stamp_of(msg))
+                          bool(msg.cancel), _stamp_of(msg), int(getattr(msg, "term", 0)))
 
 
 def status_msg_fields(msg: Any) -> bytes:

@@ -26,7 +26,7 @@ OTHER = RobotKey("tello_2", sec.key_id_of(b"o" * 32), b"o" * 32)
 
 SEGMENT = dict(goal_id="g1", robot_id="tello_1", sequence=3, text="mf(100);tc(90)",
                skills=[("move_forward", ["distance"], ["100"]), ("turn_cw", ["degrees"], ["90"])],
-               final=False, cancel=False, stamp=(12, 34))
+               final=False, cancel=False, stamp=(12, 34), term=1)
 STATUS = dict(robot_id="tello_1", goal_id="g1", sequence=3, state=2, current_skill="move_forward", progress=0.5,
               elapsed_s=1.25, predicted_remaining_s=2.5, skill_names=["takeoff"], skill_durations_s=[3.0],
               error="", stamp=(12, 34))
@@ -37,7 +37,7 @@ SEGMENT_CHANGES = [("goal_id", "g2"), ("robot_id", "tello_2"), ("sequence", 4), 
                    ("skills", [("move_forward", ["dist"], ["100"]), ("turn_cw", ["degrees"], ["90"])]),
                    ("skills", [("move_forward", ["distance"], ["100"])]),
                    ("skills", [("turn_cw", ["degrees"], ["90"]), ("move_forward", ["distance"], ["100"])]),
-                   ("final", True), ("cancel", True), ("stamp", (12, 35)), ("stamp", None)]
+                   ("final", True), ("cancel", True), ("stamp", (12, 35)), ("stamp", None), ("term", 2), ("term", 0)]
 STATUS_CHANGES = [("robot_id", "tello_2"), ("goal_id", "g2"), ("sequence", 2), ("state", 3),
                   ("current_skill", "turn_cw"), ("progress", 0.75), ("progress", math.nan), ("elapsed_s", -1e308),
                   ("elapsed_s", math.nan), ("predicted_remaining_s", -0.0), ("predicted_remaining_s", math.inf),
@@ -351,6 +351,7 @@ class FakeSegment:
     final: bool = False
     cancel: bool = False
     stamp: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(sec=1, nanosec=2))
+    term: int = 1
     key_id: str = ""
     counter: int = 0
     mac: bytes = b""
@@ -392,6 +393,18 @@ def test_planner_signed_segments_are_accepted_once_by_their_adapter(store):
     nxt = planner.sign_segment(FakeSegment(sequence=1))
     assert adapter.check_segment(nxt, "tello_1") is None
     assert adapter.counts() == {"accepted": 2, UNSIGNED: 0, UNKNOWN_KEY: 0, BAD_MAC: 0, REPLAYED: 1, OUT_OF_WINDOW: 0}
+
+
+def test_a_segment_whose_term_was_changed_after_signing_fails_verification(store):
+    adapter = LinkVerifier(store, "sign")
+    for term in (2, 0):  # a stale planner's segment made to look current, or a current one made stale
+        msg = LinkSigner(store).sign_segment(FakeSegment(term=1))
+        msg.term = term
+        assert adapter.check_segment(msg, "tello_1") == BAD_MAC
+    ok = LinkSigner(store).sign_segment(FakeSegment(term=2))
+    assert adapter.check_segment(ok, "tello_1") is None
+    # the term is in the signed encoding (SEG2): a MAC over the encoding without it never verifies
+    assert sec.segment_msg_fields(ok).startswith(b"SEG2u" + (2).to_bytes(8, "big"))
 
 
 def test_unsigned_forged_and_misdirected_messages_are_dropped_and_counted(store):

@@ -1,4 +1,4 @@
-"""Instruct models (issue 13): when the model's tokenizer has a chat template, the prompt builder
+"""Instruct models: when the model's tokenizer has a chat template, the prompt builder
 renders the goal as chat messages with it (system: skill list, rules, examples; user: the
 instruction) to token ids; the shipped model keeps its own format."""
 

@@ -31,7 +31,7 @@ priority order is never skipped.
      size the check guards a speed that barely depends on the batch (decode is memory-bound:
      +0.2 ms per sequence on a 21.8 ms iteration in the Llama3-8B/RTX 4090 calibration, whose
      KV memory holds about 32 drone contexts), and without the fill it starved the engine
-     (mean batch 9-13 against vLLM's 32, 35-50 % of vLLM's throughput under overload, issue 18);
+     (mean batch 9-13 against vLLM's 32, 35-50 % of vLLM's throughput under overload);
   4. ``stream_late="backlog"``: a goal admitted late (its first segment can no longer be ready
      by its ERT), or while the previous decision left ready generations waiting (the engine
      is saturated), generates its whole plan without suspending at segment boundaries, its

@@ -1,4 +1,4 @@
-"""Plan grammars generated from skill sets (issue 13: grammar-safe generation).
+"""Plan grammars generated from skill sets (grammar-safe generation).
 
 :func:`plan_grammar` turns a :class:`~llm_planner_node.core.skills.SkillSet` into the EBNF of
 its plan language, in the dialect xgrammar (and so vLLM's structured outputs) accepts: root

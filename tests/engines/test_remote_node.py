@@ -1,4 +1,4 @@
-"""Failover through the planner node (issue 16), as a user runs it: two ``vllm serve`` servers on
+"""Failover through the planner node, as a user runs it: two ``vllm serve`` servers on
 loopback (conftest.py's ``vllm_servers``, shared with test_remote_engine.py), ``timely-fleet up
 --engine remote --server URL --server URL`` as its own process (planner and simulated robots), and
 an independent ROS client (GoalClient) that sends a burst of goals. When a segment feedback

@@ -1,4 +1,4 @@
-"""The simulated engine plans only instructions the shipped planner knows (issue 11, item 3):
+"""The simulated engine plans only instructions the shipped planner knows:
 an unknown instruction is rejected with the list of what it can plan, never given another
 task's plan; chat robots get the corpus story."""
 

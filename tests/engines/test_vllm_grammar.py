@@ -1,4 +1,4 @@
-"""Grammar-safe generation on the live vLLM engine (issue 13): the plan grammar goes with every
+"""Grammar-safe generation on the live vLLM engine: the plan grammar goes with every
 add and every resume, and a segmented generation under the grammar is token for token the
 unsegmented one on every corpus task, although the shipped tokenizer has tokens that straddle
 top-level statement boundaries (``;_``, ``};->_``): each resume passes the resume grammar of

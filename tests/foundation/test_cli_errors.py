@@ -1,5 +1,5 @@
 """User mistakes end a command with one sentence on stderr and a non-zero status, never a
-traceback (issue 11 item 7). Every case runs the real `timely-fleet` command."""
+traceback. Every case runs the real `timely-fleet` command."""
 
 from __future__ import annotations
 

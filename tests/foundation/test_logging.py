@@ -1,4 +1,4 @@
-"""Logs (issue 11, items 5 and 6): third-party libraries at WARNING on stderr, one `ready` line,
+"""Logs: third-party libraries at WARNING on stderr, one `ready` line,
 `--log-level`, the project's loggers through the rclpy logger, progress lines for `paper` and
 `compare` on stderr while stdout stays for the report."""
 

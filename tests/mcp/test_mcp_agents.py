@@ -1,4 +1,4 @@
-"""Agents task the fleet through `timely-fleet mcp` (issue 36), with the MCP SDK's own client.
+"""Agents task the fleet through `timely-fleet mcp`, with the MCP SDK's own client.
 
 `timely-fleet up --engine sim` runs the default fleet (config/fleet.yaml: drones tello_1 and tello_2,
 arm indy_1, chat robot chat_1; signed robot link; robots at time scale 0.2) as its own process, with

@@ -1,4 +1,4 @@
-"""Cancel rights over real ROS (issue 15): a goal is cancelled only by its own client (the secret
+"""Cancel rights over real ROS: a goal is cancelled only by its own client (the secret
 behind its cancel key, through planner/cancel_goal) or an operator; a rogue node's standard action
 cancel and a "cancel every goal" request (all-zero goal id) are refused and counted."""
 

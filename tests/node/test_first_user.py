@@ -160,7 +160,7 @@ def test_canonical_tasks_and_a_chat_story_succeed_on_vllm_in_real_time(tmp_path)
 
 
 def test_goal_latency_benchmark_answers_every_rejected_goal(tmp_path):
-    """`timely-fleet bench goal-latency` (issue 11, item 10): not a timed assert; the benchmark
+    """`timely-fleet bench goal-latency`: not a timed assert; the benchmark
     prints the numbers (median answer once the server is seen: target < 0.5 s), the test checks
     every try was answered with the rejection (a goal process that saw no planner is run once
     more and reported) and the JSON holds each part."""

@@ -1,4 +1,4 @@
-"""A goal that ends other than by success stops its robot (issue 11, item 2), over real ROS.
+"""A goal that ends other than by success stops its robot, over real ROS.
 
 The engine writes an invalid second segment (or dies) after the first segment reached the robot:
 the planner must tell the adapter to stop, the adapter must drop the goal's queued segments,

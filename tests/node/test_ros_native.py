@@ -1,4 +1,4 @@
-"""The planner as ROS 2 users meet it (issue 12): declared parameters behind the standard
+"""The planner as ROS 2 users meet it: declared parameters behind the standard
 parameter services, ``--ros-args -p`` / ``--params-file`` overrides, namespaces, the lifecycle,
 standard ``/diagnostics`` and the node's clock. Every check uses an independent rclpy node and
 the standard interfaces (rcl_interfaces, lifecycle_msgs, diagnostic_msgs)."""

@@ -1,4 +1,4 @@
-"""The robot link as a safety boundary over real ROS (issue 15): with `security.mode: sign`,
+"""The robot link as a safety boundary over real ROS: with `security.mode: sign`,
 the planner applies only statuses signed with that robot's key and adapters execute only segments
 their planner signed. A rogue node on the domain (an independent rclpy node here) publishes
 unsigned, wrongly keyed and replayed messages; none changes a goal or moves a robot, and each is

@@ -1,4 +1,4 @@
-"""Goals over ROS on the simulated engine with the default fleet's robots (issue 11, item 3): the
+"""Goals over ROS on the simulated engine with the default fleet's robots: the
 README's canonical instructions succeed for every robot, chat robots tell the corpus story, and
 an instruction the planner does not know is rejected with what it can plan."""
 

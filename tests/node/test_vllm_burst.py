@@ -3,7 +3,7 @@
 The planner node and the adapters run in this process as ``timely-fleet up`` runs them
 (``running_fleet``: one executor thread per node); a GoalClient on its own node sends the 64 goals
 at once. Every goal must succeed, every result must reach the client, and the client must
-receive one feedback per segment of each result (issue 17: with rclpy's default feedback depth
+receive one feedback per segment of each result (with rclpy's default feedback depth
 only 57-326 of 341 arrived).
 """
 

@@ -1,4 +1,4 @@
-"""What the shipped planner knows (issue 11, item 4): ``known_instructions()`` is the source of
+"""What the shipped planner knows: ``known_instructions()`` is the source of
 truth, the README's section lists exactly it, and every robot of the default fleet has a README
 example instruction its planner knows."""
 

@@ -157,7 +157,7 @@ def test_a_newer_goal_completes_a_plan_whose_last_segment_was_not_flagged_final(
 
 
 def test_a_fleet_runs_on_one_event_loop_without_a_thread_per_robot_or_skill():
-    """Issue 18: 200 simulated robots executing at once add no thread per robot, none per skill
+    """200 simulated robots executing at once add no thread per robot, none per skill
     (skills are timers on the process's adapter event loop)."""
     from robot_adapters.event_loop import default_loop
 

@@ -201,7 +201,7 @@ def test_drone_adapter_over_ros_with_djitellopy_and_simulator(harness, tello_net
 
 
 def test_shared_segment_topic_dispatches_by_robot_id(ros_context):
-    """Fleet scale (issue 18): one subscription to ``robot_segments`` for every robot of the node,
+    """Fleet scale: one subscription to ``robot_segments`` for every robot of the node,
     dispatched by ``robot_id``; another process's robots are not ours (counted, not executed)."""
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node

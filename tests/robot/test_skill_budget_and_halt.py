@@ -1,5 +1,5 @@
 """Skill time budgets come from the worst case, never from the scheduler's optimistic estimate;
-a stopped goal brings the robot to idle (issue 11, items 1 and 2), without ROS."""
+a stopped goal brings the robot to idle, without ROS."""
 
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ def test_goals_that_fail_their_field_checks_are_served_before_a_burst(ros_contex
 
 
 def test_a_slow_goal_answer_is_not_taken_for_a_lost_goal(ros_context, monkeypatch):
-    """GoalClient against a loaded action server (issue 18): a goal request that waits in the
+    """GoalClient against a loaded action server: a goal request that waits in the
     server's queue longer than GOAL_ANSWER_S makes the client ask for the goal's result by id; the
     server, not knowing the goal yet, answers UNKNOWN. That answer must not end the goal as
     "no record" (REJECTED) while the request itself is still unanswered: at 1,000 robots this

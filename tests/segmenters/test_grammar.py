@@ -1,4 +1,4 @@
-"""Plan grammars generated from skill sets (llm_planner_node.prompts.grammar, issue 13).
+"""Plan grammars generated from skill sets (llm_planner_node.prompts.grammar).
 
 * every canonical corpus plan (drone, arm, chat) is accepted by its skill set's grammar;
 * strings derived at random FROM each grammar (a bounded-depth derivation generator over the

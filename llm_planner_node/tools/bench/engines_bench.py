@@ -1,4 +1,4 @@
-"""`timely-fleet bench engines`: the in-process engine vs ``vllm serve`` servers (issue 16).
+"""`timely-fleet bench engines`: the in-process engine vs ``vllm serve`` servers.
 
 Same goals everywhere: the 11 canonical LRTrace tasks' prompts (the shipped model, the planner's
 prompt builder), greedy, the plan grammar on (the planner's default), ``max_tokens`` 160.

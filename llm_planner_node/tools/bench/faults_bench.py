@@ -93,7 +93,7 @@ What is measured, exactly:
 - planner and adapter processes: CPU seconds and % over the campaign, RSS and peak RSS
   (``/proc``).
 
-Targets (issue 15, on the 2-core machine with the full load: ``--robots 50 --bursts 4
+Targets (on the 2-core machine with the full load: ``--robots 50 --bursts 4
 --burst-size 200 --rate 5``): 0 lost, 0 false timeouts, status delay p99 < 1 s, rejection p99
 < 1 s, a 10 s flood of 6,000 statuses/s ends no healthy goal. The bench measures; it asserts
 nothing. ``--short`` is the CI form (10 robots, 2 bursts of 20, 12 s, 3 s flood at 1,000/s,

@@ -1,4 +1,4 @@
-"""`timely-fleet bench fleet`: a fleet of N simulated drones over real ROS (issue 18).
+"""`timely-fleet bench fleet`: a fleet of N simulated drones over real ROS.
 
 For each size N of ``--sizes`` (default 100, 300, 1000):
 

@@ -4,7 +4,7 @@ Starts `timely-fleet up --engine sim` (one simulated drone) as its own process, 
 times, runs `timely-fleet goal ghost "look for the cat"` (an unknown robot: rejected at once) as
 a separate process and times it. Alongside, in this process, a fresh ROS context per try splits
 the same path into its parts: discovery of the action server, the readiness handshake
-(``GoalClient.wait_for_server``) and goal sent -> result. Target (issue 11): the answer to a
+(``GoalClient.wait_for_server``) and goal sent -> result. Target: the answer to a
 rejected goal within 0.5 s at the median once the client sees the server; the whole process also
 pays Python start-up and rclpy import (~0.4 s here). A goal process that sees no planner within
 its 10 s (seen once in a full CI run) is run once more, and its sentence is reported under

@@ -1,4 +1,4 @@
-"""`timely-fleet bench live`: the live path at engine speed (issue 17).
+"""`timely-fleet bench live`: the live path at engine speed.
 
 One vLLM start (the project's :class:`~llm_planner_node.engines.vllm_engine.VllmEngine`, engine
 settings from ``--params``' ``planner.engine``), then the same burst of N goals at once
@@ -84,7 +84,7 @@ Each node burst runs right after a raw burst of the same goals on the same engin
 idle), so the machine's drift hits both alike; each cell is the median of ``--repeats`` bursts
 (after one unmeasured warm-up burst per way). ``ratio_<policy>`` is the ratio of the medians;
 ``ratio_<policy>_paired_median`` the median of the per-pair ratios.
-Targets (issue 17): ``ratio_vllm`` >= 0.9, ``ratio_timelyllm`` >= 0.75, every goal SUCCEEDED and
+Targets: ``ratio_vllm`` >= 0.9, ``ratio_timelyllm`` >= 0.75, every goal SUCCEEDED and
 every result and feedback received.
 
 Run: ``timely-fleet bench live [--sizes 16,64] [--repeats 3] [--json PATH]``.

@@ -1,4 +1,4 @@
-"""`timely-fleet bench overload`: graceful degradation of the scheduler under overload (issue 18).
+"""`timely-fleet bench overload`: graceful degradation of the scheduler under overload.
 
 WID1's per-agent rate (0.25 events/s x 4.5 tasks per event on 25 agents = 0.045 goals/s per
 agent) with N agents (the event rate scales with N), on the simulated engine (Llama3-8B / RTX
@@ -19,7 +19,7 @@ Reported per policy and load (honest under shedding: every arrival counts):
 - mean batch (engine slot-seconds / busy seconds), prefill tokens, mean and P90 response.
 
 ``--plot PATH``: utility (% of beta, all arrivals) and throughput vs load for every policy.
-Targets (issue 18) at 400, 1,000 and 5,000 agents: timelyllm utility >= vllm's and
+Targets at 400, 1,000 and 5,000 agents: timelyllm utility >= vllm's and
 throughput >= 0.9x vllm's with the improved admission.
 
 Run: ``timely-fleet bench overload [--agents 400,1000,5000] [--json PATH] [--plot PATH]``.
@@ -137,7 +137,7 @@ def label(row: dict[str, Any]) -> str:
 
 
 def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Issue 18's targets at 400, 1,000 and 5,000 agents (improved timelyllm, each overload
+    """The targets at 400, 1,000 and 5,000 agents (improved timelyllm, each overload
     rule, vs vllm)."""
     out: dict[str, Any] = {}
     for n in TARGET_AGENTS:

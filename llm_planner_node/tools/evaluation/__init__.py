@@ -1,3 +1,3 @@
-"""Evaluation harness (issue #7): trace library, workload specs, ``eval``/``report``/``paper``,
+"""Evaluation harness: trace library, workload specs, ``eval``/``report``/``paper``,
 rosbag2 recording and replay, a best-found schedule search for small workloads and a real
 upper bound (hindsight MILP, :mod:`.bound_milp`)."""

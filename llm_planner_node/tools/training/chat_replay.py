@@ -55,7 +55,7 @@ def chat_requests(n: int, seed: int = 0, exclude: set[str] | None = None) -> lis
 
 
 def _excluded() -> set[str]:
-    """The README's and the issue's chat goals, and the shipped model's held-out chat requests."""
+    """The README's chat goals, the chat goals the real-model tests send, and the shipped model's held-out chat requests."""
     from llm_planner_node.tools.training.plan_data import excluded_instructions
 
     return excluded_instructions() | {"tell me a joke about robots"}

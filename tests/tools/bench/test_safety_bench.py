@@ -26,7 +26,7 @@ def test_bench_safety_reports_no_plan_beyond_its_envelope(tmp_path):
     r = json.loads(out.read_text())
     assert r["adversarial_plans"] >= 50
     assert r["dispatched_beyond_budget"] == 0 and r["executed_beyond_budget"] == 0 and r["fence_violations"] == 0
-    # the plan never reached its robot
+    # the adversarial plan never reached its robot
     row = next(x for x in r["plans"] if x["plan"].startswith("the real model's loop"))
     assert row["status"] == "INVALID_PLAN" and row["dispatched_segments"] == 0
     assert "exceeds budget: 362000 skills > 50" in row["message"]

@@ -1,6 +1,6 @@
-"""Admission rules in the evaluation (issue 14): with the paper's literal 4.4 rule shared by
+"""Admission rules in the evaluation: with the paper's literal 4.4 rule shared by
 every segmented policy, WID1's urgent utility is ordered timelyllm > seg-edf > seg-fcfs as in
-the paper; ``eval --admission`` reaches the policies; and the overload bench (issue 18) writes
+the paper; ``eval --admission`` reaches the policies; and the overload bench writes
 its rows, targets and plot on small loads."""
 
 from __future__ import annotations

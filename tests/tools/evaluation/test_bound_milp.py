@@ -1,4 +1,4 @@
-"""The hindsight MILP upper bound (evaluation/bound_milp.py, issue 14).
+"""The hindsight MILP upper bound (evaluation/bound_milp.py).
 
 On tiny instances a brute-force search over every schedule never exceeds the bound and the
 MILP optimum equals the brute-force optimum; the LP relaxation is >= the MILP optimum; the

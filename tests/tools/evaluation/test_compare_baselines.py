@@ -75,7 +75,7 @@ def test_hybrid_against_fcfs_offline_online(recorded):
     assert all(cfg.iteration == CALIBRATIONS["npu-hybrid"].engine.iteration for _, cfg, *_ in recorded)
 
 
-# ----------------------------------------------------------------- why-experiments (issue 14)
+# ----------------------------------------------------------------- why-experiments
 def _fake_result(reqs, busy_slot_s):
     from types import SimpleNamespace as NS
 

@@ -1,4 +1,4 @@
-"""eval / report / replay outputs (issue 11 item 8): per-policy bags are printed and named,
+"""eval / report / replay outputs: per-policy bags are printed and named,
 replay counts failed goals, report rows stay aligned for failed goals, and a table comparing
 policies over different numbers of completed goals says so. Bags are written with the project's
 own writer (BagWriter) from real ROS messages; the commands run as subprocesses."""

@@ -7,6 +7,6 @@
   ``LengthPredictor`` for the live node.
 * :mod:`.ltr_ranker` -- a linear ranking head trained with ListMLE; Kendall's tau-b;
   :class:`~.ltr_ranker.LTRPredictor` (rank keys).
-* :mod:`.train` -- reproducible CPU training of both (``python -m llm_planner_node.tools.training.train_predictors``),
-  writing ``weights/`` and ``weights/report.json``.
+* ``weights/`` -- both predictors' trained weights and ``report.json``, written by their
+  reproducible CPU training (``python -m llm_planner_node.tools.training.train_predictors``).
 """

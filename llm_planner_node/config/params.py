@@ -163,10 +163,9 @@ class PlannerParams:
     admission: str = "improved"
     #: goals that can no longer earn utility > 0: keep (the policy's order), last, or shed (end SHED)
     hopeless: str = "keep"
-    #: a camera drone's goal prompt carries the scene it last reported (TypeFly's "Scene: [...]");
-    #: off by default: the planner adapter was trained without scenes and plans worse with them
-    #: (bench plans --scenes, docs/plan_quality.md)
-    scene_in_prompt: bool = False
+    #: a camera drone's goal prompt carries the scene it last reported (TypeFly's "Scene: [...]"); the
+    #: planner adapter is trained on prompts with and without one (bench plans --scenes, docs/plan_quality.md)
+    scene_in_prompt: bool = True
     #: new plans a goal may ask for (its robot ran ``re_plan``) after its first; one more ends it REPLAN_REFUSED
     max_replans: int = _rule(2, ge=0)
     #: bounds of each plan language's grammar (core/plan_limits.py), keyed minispec / arm / chat
@@ -511,12 +510,15 @@ def perceivable_objects(robot: RobotParams) -> tuple[str, ...] | None:
 
 def plan_objects(robot: RobotParams) -> tuple[str, ...]:
     """The object arguments ``robot``'s plans may name (its plan grammar's; empty: any name): an
-    arm's declared objects; for a drone that perceives through a known detector, its classes
-    (and any objects its YAML declares), so a plan cannot send it after a thing it can never find."""
+    arm's declared objects; for a drone that perceives through a known detector, its classes by
+    any of their names (and any objects its YAML declares), so a plan cannot send it after a
+    thing it can never find."""
+    from llm_planner_node.core.perceivable import nameable
+
     if robot.kind == "drone":
         known = perceivable_objects(robot)
         if known is not None:
-            return tuple(dict.fromkeys((*robot.objects, *known)))
+            return tuple(dict.fromkeys((*robot.objects, *nameable(known))))
     return tuple(robot.objects)
 
 

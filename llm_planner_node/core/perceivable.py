@@ -50,7 +50,9 @@ SYNONYMS: dict[str, str] = {
 
 #: everyday things users ask robots about that COCO has no class for
 THINGS: frozenset[str] = frozenset("""
-    door doors window windows keys key keychain wallet wallets glasses sunglasses spectacles charger cable headphones earphones
+    door doors window windows extinguisher parcel parcels package packages box boxes cabinet drawer
+    shelf shelves stairs staircase ladder whiteboard flag balloon helmet basket trash bin
+    keys key keychain wallet wallets glasses sunglasses spectacles charger cable headphones earphones
     earbuds necklace jewelry coin coins card cards passport envelope pen pens pencil pencils marker
     screwdriver hammer wrench pliers shoe shoes sneaker sneakers boots sock socks slipper slippers hat
     jacket coat shirt towel blanket pillow lamp candle flashlight lighter medicine pills toy toys doll
@@ -84,6 +86,13 @@ def _canonical(word: str, known: frozenset[str]) -> str:
     if w not in known and w.endswith("s") and w[:-1] in known:
         return w[:-1]
     return w
+
+
+def nameable(classes: Iterable[str]) -> tuple[str, ...]:
+    """Every name a plan may give a detector's ``classes``: the classes and their common names
+    (``plant`` for ``potted_plant``), which the drone's perception maps back to the class."""
+    known = tuple(dict.fromkeys(classes))
+    return known + tuple(w for w, c in SYNONYMS.items() if c in known and w not in known)
 
 
 def named_things(instruction: str) -> list[str]:

@@ -139,7 +139,8 @@ class Planner:
         rid = self._next_id
         self._next_id += 1
         req = Request(rid, goal, arrival, prompt_tokens, earlier=earlier,
-                      seq_base=sum(len(r.segments) for r in earlier))
+                      seq_base=sum(len(r.segments) for r in earlier),
+                      requeued_at=self.clock.now() if earlier else None)
         self.requests[rid] = req
         if self.predictor is not None:
             p0 = self.predictor.initial(rid, goal)
@@ -259,9 +260,11 @@ class Planner:
         return float(end)
 
     def _ref_time(self, req: Request) -> float:
-        """W reference of the next segment: arrival (k = 0) or predicted end of s_{k-1}."""
+        """W reference of the next segment: arrival (k = 0) or predicted end of s_{k-1}. A
+        re-plan's first segment is referenced to when its robot asked for it (it waits from
+        then, as for any later segment; its goal's utility is still measured from the arrival)."""
         k = req.next_segment
-        return req.arrival if k == 0 else self._predicted_exec_end(req, k - 1)
+        return req.queued_at(0) if k == 0 else self._predicted_exec_end(req, k - 1)
 
     def _token_time(self, req: Request) -> float:
         rt = req.recent_tokens

@@ -168,6 +168,7 @@ class Request:
     earlier: tuple["Request", ...] = ()
     seq_base: int = 0
     replanned_as: int | None = None
+    requeued_at: float | None = None  # a re-plan's: when it was queued (``arrival`` stays the goal's)
 
     @property
     def chain(self) -> tuple["Request", ...]:
@@ -191,8 +192,11 @@ class Request:
         self.state = new
 
     def queued_at(self, k: int) -> float:
-        """When segment k entered the generation queue: arrival (k = 0) or the end of s_{k-1}."""
-        return self.arrival if k == 0 else self.gen_end[k - 1]
+        """When segment k entered the generation queue: arrival (k = 0; a re-plan's when it was
+        queued) or the end of s_{k-1}."""
+        if k == 0:
+            return self.arrival if self.requeued_at is None else self.requeued_at
+        return self.gen_end[k - 1]
 
     def all_executed(self) -> bool:
         return len(self.exec_end) == len(self.segments) and all(e is not None for e in self.exec_end)

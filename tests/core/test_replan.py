@@ -33,6 +33,7 @@ def test_a_plan_that_ran_re_plan_continues_on_the_goals_clock():
     assert first.end is EndKind.REPLANNED and first.state is GenState.FINISHED
     nxt = planner.requests[first.replanned_as]
     assert nxt.arrival == arrival                     # the same time-utility clock
+    assert nxt.queued_at(0) == clock.now() > arrival   # queued (and waited for) from the re-plan
     assert nxt.seq_base == 3 and nxt.chain == (first, nxt)
     assert nxt.goal.instruction == "again" and nxt.state is GenState.QUEUED
     _run_engine(clock, engine, planner)

@@ -611,10 +611,10 @@ _OBJECT_CALL = re.compile(r"\b(?:s|scan|iv|is_visible|ox|object_x|oy|object_y|ow
 
 def seen_objects(scene: Sequence[str]) -> tuple[str, ...]:
     """What a camera drone with the default detector can name when it reports ``scene``: the
-    detector's classes and the objects in view (its grammar's object arguments)."""
-    from llm_planner_node.core.perceivable import COCO_LABELS
+    detector's classes by any of their names and the objects in view (its grammar's objects)."""
+    from llm_planner_node.core.perceivable import COCO_LABELS, nameable
 
-    return tuple(dict.fromkeys((*COCO_LABELS, *(e.split(" ", 1)[0] for e in scene))))
+    return tuple(dict.fromkeys((*nameable(COCO_LABELS), *(e.split(" ", 1)[0] for e in scene))))
 
 
 def plan_objects(plan: str) -> list[str]:
@@ -766,8 +766,6 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
             run["failure_kinds"] = failure_counts(results)
             run["per_kind"] = per_kind
             if "drone" in kinds:  # drone plans naming an object the robot could never find
-                from llm_planner_node.core.perceivable import COCO_LABELS
-
                 from llm_planner_node.core.perceivable import unperceivable
 
                 outside, refused = [], []
@@ -777,8 +775,8 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
                     sc, present = scene_of[x["instruction"]]
                     if v.scenes:
                         x["scene"], x["named_objects_in_view"] = list(sc), present
-                    seen = {e.split(" ", 1)[0] for e in sc} if v.scenes else set()
-                    bad = [o for o in plan_objects(x["plan"]) if o not in COCO_LABELS and o not in seen]
+                    names = set(seen_objects(sc if v.scenes else ()))  # COCO's classes by any name, the scene
+                    bad = [o for o in plan_objects(x["plan"]) if o not in names]
                     if bad:
                         outside.append({"instruction": x["instruction"], "objects": bad})
                     # the node refuses at intake a goal about a thing its camera drone cannot

@@ -50,8 +50,8 @@ SYNONYMS: dict[str, str] = {
 
 #: everyday things users ask robots about that COCO has no class for
 THINGS: frozenset[str] = frozenset("""
-    door doors window windows extinguisher parcel parcels package packages box boxes cabinet drawer
-    shelf shelves stairs staircase ladder whiteboard flag balloon helmet basket trash bin
+    door doors window windows extinguisher parcel parcels package packages cabinet drawer
+    shelf shelves stairs staircase ladder whiteboard flag balloon helmet
     keys key keychain wallet wallets glasses sunglasses spectacles charger cable headphones earphones
     earbuds necklace jewelry coin coins card cards passport envelope pen pens pencil pencils marker
     screwdriver hammer wrench pliers shoe shoes sneaker sneakers boots sock socks slipper slippers hat

@@ -5,6 +5,7 @@ landing on low battery that ends the skill with that reason."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -27,9 +28,15 @@ def test_measured_state_and_a_low_battery_landing(tello_net):
         ex.connect()
         cancel = threading.Event()
         ex.execute(SkillCall("move_up", (50,)), cancel)  # takes off first (auto take-off), then climbs
-        m = ex.measured()
+        # the height the geofence reads is the drone's own measurement (80 cm take-off + 50 cm), from
+        # its state packets (10 per second): the one sent after the climb ended may be a moment away
+        deadline = time.monotonic() + 2.0
+        while True:
+            m = ex.measured()
+            if abs(m.height_cm - 130) <= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert 45 <= m.battery_pct <= 50 and m.temperature_c >= 60
-        # the height the geofence reads is the drone's own measurement (80 cm take-off + 50 cm)
         assert m.height_cm == pytest.approx(130, abs=2) and ex.pose[2] == pytest.approx(130, abs=2)
         sim.set_battery(9)  # below the Tello's 10 %: it lands by itself during the next motion
         with pytest.raises(SkillExecutionError, match=r"tello_9: low battery \(\d+%\)"):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import gc
 import os
 import random
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pytest
 
@@ -48,3 +50,18 @@ def ros_context():
         # (and its threads and discovery traffic) alive until a GC pass; free them now so a long
         # run does not accumulate dozens of live participants on the test's domain
         gc.collect()
+
+
+@contextmanager
+def fleet_with_client(params: Any, ros_context: Any, **fleet_kwargs: Any) -> Iterator[Any]:
+    """``up.running_fleet(params, ...)`` with a connected ``GoalClient`` as ``fleet.client``."""
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.up import running_fleet
+
+    with running_fleet(params, context=ros_context, **fleet_kwargs) as f:
+        client = GoalClient(ros_context)
+        with spinning(client.node, ros_context):
+            assert client.wait_for_server(30), client.wait_problem
+            f.client = client
+            yield f
+        client.destroy()

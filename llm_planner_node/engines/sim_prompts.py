@@ -126,12 +126,13 @@ def scripted_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str
     ``//`` script a goal that re-plans: its first plan is the first part, and each re-plan
     (``done``: the plans already run) writes the part after the last one run (one ``re_plan``
     per part)."""
+    from llm_planner_node.core.task_model import REPLAN_SKILLS
     from llm_planner_node.segmenters.base import PlanError
 
     if robot_kind == "chat":
         return _sim_chat_prompt(instruction, instruction)
     parts = [p.strip() for p in instruction.split(REPLAN_SCRIPT_SEPARATOR)]
-    instruction = parts[min(len(parts) - 1, len(re.findall(r"\b(?:re_plan|rp)\b", done or "")))]
+    instruction = parts[min(len(parts) - 1, sum(len(re.findall(rf"\b{name}\b", done or "")) for name in REPLAN_SKILLS))]
     try:
         return _sim_prompt_from_plan(instruction, robot_kind, skill_set_id)
     except PlanError as e:

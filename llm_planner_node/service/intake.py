@@ -163,8 +163,7 @@ class GoalIntake:
         assert robot is not None
         # what the robot sees now goes into its prompt (TypeFly's Scene line); a resumed generation
         # keeps the prompt's token ids, so it keeps the scene of the goal's start
-        scene = (self._vitals.scene(robot.id, SCENE_MAX_AGE_S)
-                 if self._vitals is not None and pp.scene_in_prompt else None)
+        scene = self._scene_now(robot.id, pp.scene_in_prompt)
         try:
             prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set, objects=robot.objects,
                                           **({} if scene is None else {"scene": scene}))
@@ -226,8 +225,7 @@ class GoalIntake:
         robot = params.robot(g.robot_id)
         if robot is None:
             return f"robot {g.robot_id} is no longer configured"
-        scene = (self._vitals.scene(robot.id, SCENE_MAX_AGE_S)
-                 if self._vitals is not None and pp.scene_in_prompt else None)
+        scene = self._scene_now(robot.id, pp.scene_in_prompt)
         ran = "".join(seg.text for r in req.chain for seg in r.segments)
         try:
             prompt = self._prompt_builder(g.instruction, robot.kind, robot.skill_set, objects=robot.objects,
@@ -235,6 +233,10 @@ class GoalIntake:
         except ValueError as e:
             return f"the re-plan's prompt was refused: {e}"
         return dataclasses.replace(g, prompt=prompt, scene=scene)  # max_tokens as the goal's first plan
+
+    def _scene_now(self, robot_id: str, in_prompt: bool) -> tuple[str, ...] | None:
+        """What the robot reports seeing now, for its prompt (None: not wanted, or nothing recent)."""
+        return self._vitals.scene(robot_id, SCENE_MAX_AGE_S) if self._vitals is not None and in_prompt else None
 
     def _default_max_tokens(self, robot: RobotParams, prompt: object) -> int:
         """A goal's max_tokens when it sets none: ``planner.max_tokens``, raised under the plan

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from tests.conftest import fleet_with_client
+
 pytestmark = pytest.mark.ros
 
 NORMAL = (1.0, -2.0, 1.0)
@@ -30,16 +32,9 @@ def fleet_params(**planner):
 
 @pytest.fixture
 def fleet(ros_context):
-    from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.up import running_fleet
 
-    with running_fleet(fleet_params(), time_scale=0.05, context=ros_context) as f:
-        client = GoalClient(ros_context)
-        with spinning(client.node, ros_context):
-            assert client.wait_for_server(30), client.wait_problem
-            f.client = client
-            yield f
-        client.destroy()
+    with fleet_with_client(fleet_params(), ros_context, time_scale=0.05) as f:
+        yield f
 
 
 def record(node, msg_type, topic, qos=None):

@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from tests.conftest import fleet_with_client
+
 pytestmark = [pytest.mark.ros, pytest.mark.vllm, pytest.mark.slow]
 
 pytest.importorskip("vllm")
@@ -28,22 +30,15 @@ def vllm_engine():
 
 @pytest.fixture
 def fleet(ros_context, vllm_engine):
-    from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.config.params import parse_params
-    from llm_planner_node.up import running_fleet
 
     params = parse_params({
         "planner": {"policy": "timelyllm", "engine": {"kind": "vllm"}, "robot_timeout_s": 10.0},
         "robots": [{"id": "d1", "kind": "drone"}, {"id": "d2", "kind": "drone"},
                    {"id": "a1", "kind": "arm"}],
     })
-    with running_fleet(params, time_scale=0.05, context=ros_context, engine=vllm_engine) as f:
-        client = GoalClient(ros_context)
-        with spinning(client.node, ros_context):
-            assert client.wait_for_server(30), client.wait_problem
-            f.client = client
-            yield f
-        client.destroy()
+    with fleet_with_client(params, ros_context, time_scale=0.05, engine=vllm_engine) as f:
+        yield f
 
 
 def test_urgent_drone_goal_is_served_while_a_long_arm_plan_generates(fleet):

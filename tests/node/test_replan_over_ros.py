@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import fleet_with_client
+
 pytestmark = pytest.mark.ros
 
 NORMAL = (1.0, -2.0, 1.0)
@@ -16,8 +18,6 @@ SUCCEEDED, INVALID_PLAN, REPLAN_REFUSED = 0, 3, 9
 @pytest.fixture
 def fleet(ros_context):
     from llm_planner_node.config.params import parse_params
-    from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.up import running_fleet
 
     params = parse_params({
         "planner": {"policy": "timelyllm", "engine": {"kind": "scripted"}, "robot_timeout_s": 10.0,
@@ -25,13 +25,8 @@ def fleet(ros_context):
         "robots": [{"id": "d1", "kind": "drone"},
                    {"id": "d2", "kind": "drone", "budget": {"max_calls": 4}}],
     })
-    with running_fleet(params, time_scale=0.01, context=ros_context) as f:
-        client = GoalClient(ros_context)
-        with spinning(client.node, ros_context):
-            assert client.wait_for_server(30), client.wait_problem
-            f.client = client
-            yield f
-        client.destroy()
+    with fleet_with_client(params, ros_context, time_scale=0.01) as f:
+        yield f
 
 
 def test_a_plan_that_re_plans_runs_its_second_plan_on_the_same_goal(fleet):

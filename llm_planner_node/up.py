@@ -144,7 +144,7 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
         return SampledExecutor(robot.id, kind, skill_set, ExecutionTimeModel(online=False), index,
                                time_scale=time_scale)
     if adapter in ("tello", "tello-sim"):
-        from llm_planner_node.cli import CommandError
+        from llm_planner_node.errors import CommandError
         from robot_adapters.drone_executor import TelloExecutor, camera_perception
         from robot_adapters.executor import SkillExecutionError
 
@@ -179,7 +179,7 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
         stack.callback(ex.close)
         return ex
     if robot.adapter in ("indy", "indy-sim"):
-        from llm_planner_node.cli import CommandError
+        from llm_planner_node.errors import CommandError
         from robot_adapters.arm_executor import IndyArmExecutor
         from robot_adapters.executor import SkillExecutionError
         from robot_adapters.perception.arm_sources import object_source
@@ -313,7 +313,7 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
             from rclpy.lifecycle import TransitionCallbackReturn
 
             if planner_node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-                from llm_planner_node.cli import CommandError
+                from llm_planner_node.errors import CommandError
 
                 raise CommandError("the planner could not be configured (the reason is logged above)")
             planner_node.trigger_activate()

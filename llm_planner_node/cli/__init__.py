@@ -24,14 +24,14 @@ import sys
 from pathlib import Path
 
 from llm_planner_node import __version__
+from llm_planner_node.errors import CommandError
 
-class CommandError(Exception):
-    """A mistake the user can fix; its message is one sentence saying what to change."""
+__all__ = ["CommandError", "main"]
 
 
 #: Exceptions that are user mistakes, as (module, class): matched only if the module was imported
 #: (a class from a module that never loaded cannot have been raised), so importing this CLI stays cheap.
-USER_ERRORS = (("llm_planner_node.cli", "CommandError"), ("llm_planner_node.config.params", "ParamError"),
+USER_ERRORS = (("llm_planner_node.errors", "CommandError"), ("llm_planner_node.config.params", "ParamError"),
                ("llm_planner_node.tools.evaluation.workload_spec", "SpecError"), ("llm_planner_node.models", "ModelError"),
                ("llm_planner_node.security.sros2_policy", "PolicyError"))
 

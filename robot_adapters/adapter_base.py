@@ -43,6 +43,17 @@ Rules a core enforces
   started, queued or stopped) and counted (:data:`~llm_planner_node.core.link.STALE_TERM`); a
   higher term is accepted and becomes the one remembered. Term 0 (no term: a planner from before
   terms) is accepted only while no term >= 1 was seen.
+* **Lease grace** (``lease_grace_s`` > 0, for a standby planner; 0 = off): when the lease expires
+  while the robot is busy, the robot is *held* instead of stopped for good: the running skill is
+  interrupted (``executor.stop()``) and its segment reports DONE with ``error="interrupted:
+  planner lost (...); robot held for up to G s waiting for a standby planner"`` and no skill
+  durations (the goal goes on; the planner's execution-time model learns nothing from it); no
+  segment of any goal starts while held (stops and halts still run). Only a message (heartbeat,
+  segment or stop) of a planner term *above* the one obeyed when the hold began releases it:
+  queued and later segments then run again in order. A message of the held term is obeyed as
+  usual (a segment is queued, a stop stops its goal) but neither releases nor extends the hold.
+  If no higher term speaks within ``lease_grace_s``, every goal that was held or is busy is
+  stopped as by the lease (``stopped: planner lost (...); no standby took over within G s``).
 
 Status events carry the measured per-skill durations (``skill_names`` / ``skill_durations_s``),
 progress, elapsed time and the adapter's own predicted remaining time. Subclassing for a new
@@ -189,6 +200,7 @@ class AdapterCore:
         loop: EventLoop | None = None,
         budget: Budget | None = None,
         lease_s: float | None = None,
+        lease_grace_s: float = 0.0,
     ) -> None:
         self.robot_id = robot_id
         self.executor = executor
@@ -209,6 +221,19 @@ class AdapterCore:
         self._lease_at = clock()
         self._lease_timer: int | None = None
         self.lease_stops = 0
+        #: with a standby planner: how long a robot whose lease expired is held, its goals paused,
+        #: waiting for a planner of a higher term before its goals end (0: they end at once)
+        if not lease_grace_s >= 0:
+            raise ValueError(f"lease_grace_s must be >= 0 seconds, got {lease_grace_s!r}")
+        self.lease_grace_s = float(lease_grace_s)
+        self.lease_holds = 0  # lease expiries that held the robot (lease_grace_s > 0)
+        self.lease_resumes = 0  # holds a planner of a higher term released in time
+        self._held_term: int | None = None  # while held: the term obeyed when the hold began
+        self._held_goals: set[str] = set()  # goals busy when the hold began
+        self._hold_why = ""  # "planner lost (no word for X s, lease Y s)" of the current hold
+        self._hold_id = 0  # numbers the holds (a late timer of an ended hold does nothing)
+        self._hold_timer: int | None = None
+        self._interrupted: tuple[str, int] | None = None  # (goal, sequence) the hold interrupted
         #: planner terms (fencing): the highest term accepted, and messages dropped for a lower one
         self.term = 0
         self.stale_term_drops = 0
@@ -279,6 +304,7 @@ class AdapterCore:
             self._stop = True
             self._cancel.set()
             self.loop.cancel(self._gap_timer)
+            self.loop.cancel(self._hold_timer)
             self._cv.notify_all()
         self.executor.stop()
         if self._started and not self.loop.in_loop():  # the running segment reports CANCELLED first
@@ -315,6 +341,8 @@ class AdapterCore:
                 old, self.term = self.term, term
                 # first contact is not news; a planner that took over is
                 (log.info if old else log.debug)("%s: planner term %d -> %d", self.robot_id, old, term)
+                if self._held_term is not None and term > self._held_term:
+                    self._release_hold_locked(term)
             return True
 
     def heartbeat(self, term: int = 0) -> bool:
@@ -336,9 +364,12 @@ class AdapterCore:
             self._lease_timer = self.loop.call_later(self.lease_s / 4, self._check_lease)
 
     def _check_lease(self) -> None:
-        """Loop: stop the robot if it works for a planner that has gone silent."""
+        """Loop: stop (or, with ``lease_grace_s``, hold) the robot if it works for a planner that
+        has gone silent."""
         with self._cv:
             self._lease_timer = None
+            if self._held_term is not None or self._stop:
+                return  # held: the hold's own timer decides (re-armed by the next planner message)
             # executing, or segments queued: a robot that waits idle for a next segment is not moving
             # (and one whose plan ended without a final flag looks the same: stopping it would
             # report a stop for a goal that succeeded)
@@ -349,14 +380,73 @@ class AdapterCore:
             if silent <= self.lease_s:
                 self._arm_lease()
                 return
-            self.lease_stops += 1
             why = f"planner lost (no word for {silent:.1f} s, lease {self.lease_s:g} s)"
+            if self.lease_grace_s > 0:
+                self._hold_locked(why)
+                return
+            self.lease_stops += 1
             log.warning("%s: %s: stopping the robot", self.robot_id, why)
             for gid in list(self._order):
                 g = self._goals[gid]
                 if (self._current is not None and self._current[0] == gid) or g.pending:
                     self._stop_why[gid] = why
                     self._cancel_locked(gid, -1)
+
+    def held(self) -> bool:
+        """Is the robot held (its lease expired, waiting for a planner of a higher term)?"""
+        with self._cv:
+            return self._held_term is not None
+
+    def _hold_locked(self, why: str) -> None:
+        """The lease expired with ``lease_grace_s`` > 0: interrupt the running skill, start no
+        segment, and wait up to ``lease_grace_s`` for a planner of a higher term."""
+        self.lease_holds += 1
+        self._hold_id += 1
+        self._held_term = self.term
+        self._hold_why = why
+        self._held_goals = {gid for gid, g in self._goals.items()
+                            if g.pending or (self._current is not None and self._current[0] == gid)}
+        log.warning("%s: %s: robot held, its goals paused, for up to %g s waiting for a planner of a term "
+                    "above %d", self.robot_id, why, self.lease_grace_s, self.term)
+        hold = self._hold_id
+        self._hold_timer = self.loop.call_later(self.lease_grace_s, lambda: self._end_hold(hold))
+        if self._current is not None:  # the running segment reports DONE "interrupted: ..." when its skill ends
+            self._interrupted = self._current
+            self._cancel.set()
+            self.executor.stop()
+
+    def _release_hold_locked(self, term: int) -> None:
+        """A planner of a higher term spoke during the hold: the goals go on."""
+        self.lease_resumes += 1
+        self.loop.cancel(self._hold_timer)
+        self._hold_timer = None
+        self._held_term = None
+        self._held_goals = set()
+        for g in self._goals.values():  # a hole in a queue: the new planner gets the full gap timeout
+            g.gap_since = None
+        log.info("%s: planner term %d took over within the lease grace: the robot's goals go on",
+                 self.robot_id, term)
+        self._kick()
+
+    def _end_hold(self, hold: int) -> None:
+        """Loop: no planner of a higher term spoke within ``lease_grace_s``: stop as the lease does."""
+        with self._cv:
+            if hold != self._hold_id or self._held_term is None or self._stop:
+                return  # released (or shut down) meanwhile
+            self._hold_timer = None
+            self._held_term = None
+            held, self._held_goals = self._held_goals, set()
+            self.lease_stops += 1
+            why = f"{self._hold_why}; no standby took over within {self.lease_grace_s:g} s"
+            log.warning("%s: %s: stopping the robot", self.robot_id, why)
+            for gid in list(self._order):
+                g = self._goals[gid]
+                if gid in self._halts or g.stopped is not None:
+                    continue  # stopped during the hold already
+                if gid in held or g.pending or (self._current is not None and self._current[0] == gid):
+                    self._stop_why[gid] = why
+                    self._cancel_locked(gid, -1)
+            self._kick()
 
     def submit(self, seg: SegmentIn) -> bool:
         """Accept a segment or stop (non-blocking; called from the ROS callback). False: dropped
@@ -479,6 +569,12 @@ class AdapterCore:
             if self._halts:
                 halt = self._halts.popleft()
                 self._halting = True
+            elif self._held_term is not None:
+                # held (lease expired, lease_grace_s): no segment starts until a planner of a higher
+                # term speaks or the hold ends (gap clocks stand still meanwhile)
+                self.loop.cancel(self._gap_timer)
+                self._gap_timer = None
+                return
             else:
                 seg = self._next_locked()
                 if seg is None:
@@ -678,8 +774,18 @@ class AdapterCore:
                   answers=run.answers)
         if isinstance(e, SkillCancelled):
             with self._cv:
-                g.finished = True
-            if self._timed_out:
+                interrupted = (self._interrupted == (seg.goal_id, seg.sequence) and not g.finished
+                               and not self._timed_out and not self._shutting_down)
+                if not interrupted:
+                    g.finished = True
+            if interrupted:
+                # the lease expired and the robot is held (lease_grace_s): the segment is over,
+                # the goal is not; no durations (the skills did not all run: nothing to learn)
+                self._emit(seg.goal_id, seg.sequence, STATE_DONE, elapsed_s=kw["elapsed_s"],
+                           progress=min(1.0, len(run.names) / max(len(run.planned), 1)), answers=run.answers,
+                           error=f"interrupted: {self._hold_why}; robot held for up to {self.lease_grace_s:g} s "
+                                 "waiting for a standby planner")
+            elif self._timed_out:
                 self._emit(seg.goal_id, seg.sequence, STATE_FAILED,
                            error=f"timeout: skill exceeded its time budget ({e})", **kw)
             else:
@@ -733,6 +839,8 @@ class AdapterCore:
                 return  # already ended
             self._current = None
             self._run = None
+            if self._interrupted == (seg.goal_id, seg.sequence):
+                self._interrupted = None
             if not g.finished:
                 g.expected = seg.sequence + 1
                 if seg.final:

@@ -233,6 +233,9 @@ class SecurityParams:
     #: the planner's lease (core/link.py): an adapter whose robot is executing and that heard
     #: nothing from its planner for this long stops the robot ("stopped: planner lost"); 0 = off
     lease_s: float = _rule(3.0, ge=0, unit="seconds")
+    #: with a standby planner: how long a robot whose lease expired is held, its goal paused,
+    #: waiting for a planner of a higher term before the goal ends (0 = the goal ends at once)
+    lease_grace_s: float = _rule(0.0, ge=0, unit="seconds")
 
 
 @dataclass(frozen=True)

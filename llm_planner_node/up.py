@@ -243,13 +243,14 @@ def fleet_keystore(params: FleetParams) -> Any:
 def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any = None,
                   engine: Any = None, planner: bool = True, adapters: bool = True,
                   namespace: str = "", ros_args: list[str] | None = None,
-                  robots: str | None = None) -> Iterator[Fleet]:
+                  robots: str | None = None, on_fenced: Any = None) -> Iterator[Fleet]:
     """Start the planner and/or every configured adapter; stop everything on exit.
 
     ``namespace`` applies to both nodes (their topics are relative); ``ros_args`` (what follows
     ``--ros-args`` on the command line: ``-p``, ``--params-file``, ``-r __node:=...``) apply to
     the planner node only, so renaming it never renames the adapters. ``robots``: host only the
-    adapters of these robots (:func:`select_robots`), to split a fleet over adapter processes."""
+    adapters of these robots (:func:`select_robots`), to split a fleet over adapter processes.
+    ``on_fenced(reason)``: the planner was replaced by one that took over from it (failover)."""
     import rclpy
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
@@ -296,7 +297,8 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
                 ex = _make_executor(robot, i, time_scale, stack, tellos)
                 adapter_node.add_robot(AdapterCore(robot.id, ex, skill_set=DEFAULT_SKILL_SETS[robot.skill_set],
                                                    time_scale=time_scale, budget=robot.effective_budget,
-                                                   lease_s=params.security.lease_s))
+                                                   lease_s=params.security.lease_s,
+                                                   lease_grace_s=params.security.lease_grace_s))
             executors.append(SingleThreadedExecutor(context=context))
             executors[-1].add_node(adapter_node)
         planner_node = None
@@ -304,7 +306,7 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
             # the planner predicts the simulated robots' compressed time (all of them run at
             # time_scale; real robots run at 1.0, the default)
             planner_node = PlannerNode(params, engine=engine, clock=clock, context=context,
-                                       robot_time_scale=time_scale,
+                                       robot_time_scale=time_scale, on_fenced=on_fenced,
                                        namespace=namespace or None,
                                        cli_args=["--ros-args", *ros_args] if ros_args else None)
             stack.callback(planner_node.destroy_node)
@@ -399,6 +401,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="adapters: host only these robots of the YAML: comma-separated ids or shell "
                              "patterns (drone_1*), or k/n for the k-th of n equal groups (split a fleet over "
                              "adapter processes)")
+    parser.add_argument("--standby", action="store_true",
+                        help="start a standby planner (planner.standby): it loads its engine, follows the active "
+                             "planner of the namespace and takes over its goals when it falls silent; implies "
+                             "--only planner (docs/guides/failover.md)")
     parser.add_argument("--namespace", default="",
                         help="ROS namespace of the planner and the adapters (topics follow it; two fleets "
                              "can share a domain in different namespaces)")
@@ -478,7 +484,7 @@ def describe(params: FleetParams, only: str = "all", *, loaded: bool = False, ro
     """What `up` runs, e.g. "planner (vllm engine loaded, model embedded, policy timelyllm) and 4
     robot adapter(s)"."""
     eng = params.planner.engine
-    planner = f"planner ({eng.kind} engine{' loaded' if loaded else ''}" + \
+    planner = f"{'standby ' if params.planner.standby else ''}planner ({eng.kind} engine{' loaded' if loaded else ''}" + \
         (f", model {eng.model}" if eng.kind == "vllm" else "") + \
         (f", servers {', '.join(eng.servers)}" if eng.kind == "remote" else "") + f", policy {params.planner.policy})"
     hosted = select_robots(params, robots)
@@ -494,7 +500,20 @@ def run(args: argparse.Namespace) -> int:
     except ParamError as e:
         print(f"timely-fleet up: {e}", file=sys.stderr)
         return 2
+    if getattr(args, "standby", False):
+        if args.only == "adapters":
+            print("timely-fleet up: --standby starts a planner: drop --only adapters", file=sys.stderr)
+            return 2
+        from dataclasses import replace
+
+        args.only = "planner"  # the robots' adapters run beside the active planner, once
+        params = replace(params, planner=replace(params.planner, standby=True))
     stop = threading.Event()
+    fenced: list[str] = []
+
+    def on_fenced(reason: str) -> None:
+        fenced.append(reason)
+        stop.set()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     robots = getattr(args, "robots", None)
@@ -515,13 +534,17 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     with running_fleet(params, time_scale=args.time_scale, planner=args.only != "adapters",
                        adapters=args.only != "planner", namespace=args.namespace,
-                       ros_args=getattr(args, "ros_args", None), robots=robots):
+                       ros_args=getattr(args, "ros_args", None), robots=robots, on_fenced=on_fenced):
         log.info(f"ready in {time.monotonic() - t0:.0f} s: {describe(params, args.only, loaded=True, robots=robots)}; "
-                 + ("send goals to the 'plan_task' action (e.g. timely-fleet goal ...); " if args.only != "adapters"
+                 + ("it takes the active planner's goals over if that one falls silent; " if params.planner.standby
+                    else "send goals to the 'plan_task' action (e.g. timely-fleet goal ...); " if args.only != "adapters"
                     else "") + "Ctrl-C to stop")
         deadline = None if args.seconds is None else time.monotonic() + args.seconds
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             stop.wait(0.2)
         log.info("stopping")
     log.info("stopped")
+    if fenced:
+        print(f"timely-fleet up: {fenced[0]}; start this planner again with --standby to follow it", file=sys.stderr)
+        return 3
     return 0

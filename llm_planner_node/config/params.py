@@ -175,6 +175,12 @@ class PlannerParams:
     #: the planner's term, carried by every message it sends robots; adapters obey only the highest
     #: term they have seen (core/link.py); raised at run time by a planner that takes over
     term: int = _rule(1, ge=1)
+    #: start as a standby: follow the active planner's journal (planner/journal) and take over its
+    #: goals when it falls silent; serve nothing before (docs/guides/failover.md; ``up --standby``)
+    standby: bool = False
+    #: seconds of the active planner's silence after which a standby takes over (0: half of
+    #: security.lease_s, so the new planner's first heartbeat reaches the robots before their lease ends)
+    takeover_s: float = _rule(0.0, ge=0.0)
 
 
 CONSTRAINED_DECODING = ("grammar", "off")
@@ -186,7 +192,7 @@ _PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_pre
                      "batching_mode": "planner.batching.mode", "max_batch": "planner.batching.max_batch"}
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
                       "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
-                      "scene_in_prompt", "max_replans", "plan_limits", "sampling", "term")
+                      "scene_in_prompt", "max_replans", "plan_limits", "sampling", "term", "standby", "takeover_s")
 _ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception",
                "simulator")
 #: values of a robot's ``perception.source``; ``scene`` only on the simulated adapters

@@ -73,6 +73,10 @@ _DESCRIPTIONS: dict[str, str] = {
     "max_replans": "new plans a goal may ask for with re_plan after its first (one more ends it REPLAN_REFUSED)",
     "term": "the planner's term at start, carried by every segment, heartbeat and stop it sends; adapters obey "
             "only the highest term they have seen (a planner that takes over raises it at run time)",
+    "standby": "start as a standby planner: follow the active planner's journal and take over its goals when it "
+               "falls silent, serving nothing before (up --standby)",
+    "takeover_s": "seconds of the active planner's silence after which a standby takes over (0: half of "
+                  "security.lease_s)",
     ROBOT_IDS: "ids of the fleet's robots; each has robots.<id>.kind, skill_set, adapter and host",
     "security.mode": "robot link protection: sign (HMAC-signed segments and statuses, per-robot keys) or off",
     "security.keystore": "directory of the per-robot keys ('' = the per-user default; timely-fleet keys)",

@@ -27,8 +27,9 @@ DEFAULT_LEASE_S = 3.0
 STALE_TERM = "stale planner term"
 #: The largest term (``SkillSegment.term`` is a uint64).
 MAX_TERM = 2**64 - 1
-#: The role of a planner that commands its robots (a standby planner will have another).
+#: The role of a planner that commands its robots, and of one that follows it, ready to take over.
 ACTIVE = "active"
+STANDBY = "standby"
 
 
 class PlannerTerm:

@@ -48,7 +48,7 @@ from llm_planner_node.core.outcomes import FinishReason
 from llm_planner_node.core.priority import waiting_time
 from llm_planner_node.core.queue import GenerationQueue, QueueView, queue_row
 from llm_planner_node.core.skills import SkillCall
-from llm_planner_node.core.task_model import EndKind, GenState, Goal, Request, Segment
+from llm_planner_node.core.task_model import EndKind, GenState, Goal, Progress, Request, Segment
 
 ROBOT_STATES = ("started", "finished", "failed")
 
@@ -146,6 +146,64 @@ class Planner:
             p0 = self.predictor.initial(rid, goal)
             self._pred[rid] = (p0, p0)
         self._enqueue(req)
+        return req
+
+    def adopt(self, goal: Goal, arrival: float, progress: Progress,
+              registered: Callable[[Request], None] | None = None) -> Request:
+        """Take over a goal's generation from another planner (a standby's takeover): a request
+        whose time-utility clock started at ``arrival`` (this planner's clock) and whose segments,
+        execution record and answers are ``progress``. A complete plan waits for its robot (its
+        segments not yet dispatched are dispatched now); an incomplete one is registered with the
+        engine as suspended at its last segment boundary (``Engine.adopt``: a resumed greedy plan
+        is token-identical to an uninterrupted one) and resumed when its robot finished the
+        segment it runs, as any suspended generation; one with no segment yet is queued anew.
+        ``registered(request)`` is called once the request exists, before anything is dispatched
+        (the caller maps its goal to the request id). Returns the request (its id is this
+        planner's). Raises ValueError for a goal that can never run here."""
+        prompt_tokens = self.engine.count_prompt_tokens(goal.prompt)
+        need = prompt_tokens + goal.max_tokens
+        if need > self.engine.kv_capacity_tokens():
+            raise ValueError(f"goal needs {need} KV tokens (prompt {prompt_tokens} + max_tokens "
+                             f"{goal.max_tokens}), engine capacity is {self.engine.kv_capacity_tokens()}")
+        rid = self._next_id
+        self._next_id += 1
+        earlier = tuple(Request(-1 - i, goal, arrival, 0, state=GenState.FINISHED, end=EndKind.REPLANNED,
+                                segments=[Segment(0, text, (), ())], gen_start=[arrival], gen_end=[arrival])
+                        for i, text in enumerate(progress.earlier_plans))
+        segs = list(progress.segments)
+        req = Request(rid, goal, arrival, prompt_tokens, earlier=earlier, seq_base=progress.seq_base,
+                      requeued_at=arrival if earlier else None, segments=segs,
+                      gen_start=list(progress.gen_start), gen_end=list(progress.gen_end),
+                      dispatched_at=[t for t in progress.dispatched_at if t is not None],
+                      predicted_exec=[self.exec_model.predict(goal.robot_id, goal.robot_kind, s.calls) for s in segs],
+                      exec_start=list(progress.exec_start), exec_end=list(progress.exec_end),
+                      answers=dict(progress.answers), return_value=progress.return_value,
+                      truncated=progress.truncated, generated_tokens=len(progress.token_ids))
+        if segs and not progress.generated:  # the engine holds it suspended at its last boundary
+            self.engine.adopt(GenerationSpec(rid, goal.prompt, goal.max_tokens, goal.robot_kind, goal.skill_set_id,
+                                             self.policy.suspends_at_segments, suspend_when=self._suspend_gate,
+                                             objects=goal.objects, plan_limits=goal.plan_limits,
+                                             sampling=goal.sampling),
+                              progress.token_ids, len(segs))
+            req.state = GenState.SUSPENDED
+        self.requests[rid] = req
+        if self.predictor is not None:
+            p0 = self.predictor.initial(rid, goal)
+            self._pred[rid] = (p0, self.predictor.update(rid, req.generated_tokens) if segs else p0)
+        if registered is not None:
+            registered(req)
+        if progress.generated:
+            req.state = GenState.GENERATED
+            self._dispatch_pending(req)
+            if not req.segments:
+                self._end(req, EndKind.INVALID_PLAN, "plan has no executable segment")
+            elif req.all_executed():
+                self._plan_executed(req)
+            return req
+        if segs and self.policy.dispatches_early:
+            self._dispatch_pending(req)
+        last_done = not segs or req.exec_end[-1] is not None
+        self._enqueue(req, ready=last_done or not self.policy.dispatches_early)
         return req
 
     def cancel(self, request_id: int, reason: str = "cancelled by client",
@@ -302,7 +360,9 @@ class Planner:
         need = req.prompt_tokens + req.goal.max_tokens
         return need - (req.prompt_tokens + req.generated_tokens if req.id in self._pinned else 0)
 
-    def _enqueue(self, req: Request) -> None:
+    def _enqueue(self, req: Request, ready: bool | None = None) -> None:
+        """Queue a generation; ``ready`` (default: its robot finished the segment before the next
+        one, or it has none) says whether the policy may admit it now."""
         k = req.next_segment
         p0, p = self._pred.get(req.id, (0.0, 0.0))
         self._queue.push(req.id, seq=req.id, arrival=req.arrival, k=k, ref=self._ref_time(req),
@@ -310,7 +370,7 @@ class Planner:
                          kv_need=self._kv_need(req), pred=p, pred0=p0,
                          call_s=self._call_estimate(req), age=req.generated_tokens,
                          ctx=req.prompt_tokens + req.generated_tokens,
-                         ready=k == 0 or req.exec_end[k - 1] is not None)
+                         ready=(k == 0 or req.exec_end[k - 1] is not None) if ready is None else ready)
 
     def _schedule(self) -> None:
         if len(self._queue) == 0 and not self.policy.decides_on_empty_queue:

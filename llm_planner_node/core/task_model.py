@@ -132,6 +132,46 @@ class Segment:
     final: bool = False
 
 
+@dataclass(frozen=True)
+class Progress:
+    """How far a goal's generation got on the planner it is taken over from (a standby's
+    takeover, :meth:`~llm_planner_node.core.planner.Planner.adopt`): every segment generated so
+    far and, per segment, when it was generated, dispatched and executed (None: not yet), what the
+    robot's skills answered, whether the plan is complete, and the goal's earlier plans
+    (re-plans: their texts; the robot's sequence numbers of this one start at ``seq_base``)."""
+
+    segments: tuple[Segment, ...] = ()
+    gen_start: tuple[float, ...] = ()
+    gen_end: tuple[float, ...] = ()
+    dispatched_at: tuple[float | None, ...] = ()
+    exec_start: tuple[float | None, ...] = ()
+    exec_end: tuple[float | None, ...] = ()
+    generated: bool = False
+    truncated: bool = False
+    answers: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    return_value: str | None = None
+    seq_base: int = 0
+    earlier_plans: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = len(self.segments)
+        lists = (self.gen_start, self.gen_end, self.dispatched_at, self.exec_start, self.exec_end)
+        if any(len(x) != n for x in lists):
+            raise ValueError(f"a generation's progress needs one time per segment in every list ({n} segments)")
+        for k, seg in enumerate(self.segments):
+            if seg.index != k:
+                raise ValueError(f"segment {k} of a generation's progress has index {seg.index}")
+        dispatched = [t is not None for t in self.dispatched_at]
+        if dispatched != sorted(dispatched, reverse=True):
+            raise ValueError("a generation's segments are dispatched in order: a later one was dispatched before "
+                             "an earlier one")
+
+    @property
+    def token_ids(self) -> tuple[int, ...]:
+        """The generation's tokens so far (every segment's, in order)."""
+        return tuple(t for seg in self.segments for t in seg.token_ids)
+
+
 @dataclass
 class Request:
     """A goal's generation and the execution record of its segments (all times in seconds)."""

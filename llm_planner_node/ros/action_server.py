@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from action_msgs.msg import GoalInfo, GoalStatus
 from rclpy.action import ActionServer, GoalResponse
-from rclpy.action.server import ServerGoalHandle
+from rclpy.action.server import GoalEvent, ServerGoalHandle
 from rclpy.executors import await_or_execute
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.task import Future
@@ -212,6 +212,26 @@ class FinishLaterActionServer(ActionServer):
 
     def remove_future(self, future: Any) -> None:
         pass
+
+    # -- goals taken over from another planner ----------------------------------------------------
+    def adopt_goal(self, goal_id: bytes, request: Any, accepted_stamp: Any) -> Any:
+        """Hold a goal another server accepted (a takeover, docs/guides/failover.md) under its
+        own id, executing: a result request for that id is answered when the goal ends
+        (:meth:`finish_goal`), a cancel request reaches the cancel callback, and feedback goes out
+        under it. What rclpy's ``_execute_goal_request`` does for an accepted goal, without the
+        goal request (the client sent it to the planner that died). Returns the goal handle
+        (None if the server already holds the id)."""
+        goal_info = GoalInfo()
+        goal_info.goal_id.uuid = list(goal_id)
+        goal_info.stamp = accepted_stamp
+        with self._lock:
+            if self._handle.goal_exists(goal_info):
+                return None
+            goal_handle = _CoalescedGoalHandle(self, goal_info, request)
+        self._goal_handles[bytes(goal_id)] = goal_handle
+        self._result_futures[bytes(goal_id)] = Future()  # untracked: see add_future
+        goal_handle._update_state(GoalEvent.EXECUTE)  # executing, without the execute callback (it runs already)
+        return goal_handle
 
     def finish_goal(self, goal_handle: Any, result: Any) -> None:
         """Send ``result`` for a goal whose handle is already in its terminal state."""

@@ -34,6 +34,10 @@ RESULTS_TOPIC = "planner/results"
 STATS_TOPIC = "planner/stats"
 DIAGNOSTICS_TOPIC = "/diagnostics"
 ACTION_NAME = "plan_task"
+#: A planner's role and term (timely_fleet/PlannerRole), and the active planner's journal of its goals
+#: in flight (timely_fleet/PlannerJournal), which a standby follows (docs/guides/failover.md).
+ROLE_TOPIC = "planner/active"
+JOURNAL_TOPIC = "planner/journal"
 
 #: Segments: reliable, keep-last deep enough for any plan; re-sent until acknowledged.
 SEGMENT_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
@@ -45,6 +49,11 @@ STATUS_READER_QOS = QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIAB
 #: Action services: bursts of goals (one event triggers up to 16 tasks in WID2) must not overflow
 #: the default service queue of 10 requests, which silently drops goals.
 ACTION_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+
+#: planner/active and planner/journal: the latest sample reaches a late subscriber (a client or a
+#: standby that starts after the planner).
+LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 Result = PlanTask.Result
 
@@ -240,7 +249,8 @@ def stop_message(goal_id: str, robot_id: str, sequence: int, stamp: Any, term: i
     return SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=sequence, cancel=True, stamp=stamp, term=term)
 
 
-__all__ = ["ACTION_NAME", "ACTION_QOS", "DIAGNOSTICS_TOPIC", "GOALS_TOPIC", "RESULTS_TOPIC",
+__all__ = ["ACTION_NAME", "ACTION_QOS", "DIAGNOSTICS_TOPIC", "GOALS_TOPIC", "JOURNAL_TOPIC", "LATCHED_QOS",
+           "RESULTS_TOPIC", "ROLE_TOPIC",
            "SEGMENT_QOS", "STATS_TOPIC", "STATUS_OF", "STATUS_QOS", "STATUS_TOPIC", "action_qos_kwargs",
            "build_result", "rejected_result", "result_message", "segment_message", "segments_topic",
            "skill_msgs", "stop_message", "heartbeat_message"]

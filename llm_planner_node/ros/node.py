@@ -48,14 +48,15 @@ from timely_fleet.srv import CancelPlan
 from llm_planner_node.ros import operator as operator_ros
 from llm_planner_node.core.outcomes import STATUS_NAMES, RejectReason, Rejection
 from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.link import PlannerTerm
+from llm_planner_node.core.link import ACTIVE, STANDBY, PlannerTerm
 from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.config.params import FleetParams
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, StatusIn, safe_text
 from llm_planner_node.ros.action_server import FinishLaterActionServer
+from llm_planner_node.ros.failover import JOURNAL_PERIOD_S, FailoverLink, entry_of_msg
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
-from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier
+from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key
 from llm_planner_node.ros.messages import (ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
                            STATUS_READER_QOS, STATUS_TOPIC, action_qos_kwargs, build_result, draining_subscription,
                            rejected_result, segment_message, segment_publishers, status_goal_id, status_topic,
@@ -111,14 +112,27 @@ class PlannerNode(LifecycleNode):
                  prompt_builder: Callable[[str, str, str], object] | None = None,
                  clock: Clock | None = None, context: Any = None, name: str = "llm_planner",
                  namespace: str | None = None, cli_args: list[str] | None = None,
-                 ack_timeout_s: float = 1.0, max_resends: int = 3, robot_time_scale: float = 1.0) -> None:
+                 ack_timeout_s: float = 1.0, max_resends: int = 3, robot_time_scale: float = 1.0,
+                 standby: bool | None = None, on_fenced: Callable[[str], None] | None = None) -> None:
+        """``standby`` (default ``planner.standby``): follow the active planner's journal and take
+        over when it falls silent, serving nothing before (docs/guides/failover.md);
+        ``on_fenced(reason)``: called once if another planner took over from this one (the
+        process should stop; ``timely-fleet up`` exits)."""
         super().__init__(name, context=context, namespace=namespace, cli_args=cli_args)
         # every setting is a declared parameter: ``params`` (or the ``params_file`` YAML) gives the
         # defaults, ``-p`` / ``--params-file`` / launch ``parameters=`` override them (ros_params)
         self.params = declare_parameters(self, params)
         add_validation_callback(self, lambda: self.params, self._apply_params)
         # the planner's term (core/link.py): outlives configure and cleanup, only ever goes up
-        self._term = PlannerTerm(self.params.planner.term)
+        self._standby = bool(self.params.planner.standby if standby is None else standby)
+        self._term = PlannerTerm(self.params.planner.term, STANDBY if self._standby else ACTIVE)
+        self._on_fenced = on_fenced
+        self.fenced: str | None = None  # why this planner stopped serving (another took over)
+        self._failover: FailoverLink | None = None
+        self._failover_timer: Timer | None = None
+        self._journal_posted = False
+        self._lifecycle_active = False
+        self.takeovers: list[dict[str, Any]] = []  # each takeover: term, from, adopted goal ids, seconds
         self._service_args = dict(engine=engine, engine_factory=engine_factory, prompt_builder=prompt_builder,
                                   clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends,
                                   robot_time_scale=robot_time_scale)
@@ -154,6 +168,18 @@ class PlannerNode(LifecycleNode):
         # (refused with the reason while the node is not active) and /diagnostics reports the
         # node (WARN "not configured"), rather than clients waiting for a server that is not there.
         self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
+        # A standby serves nothing (two servers of one action or service would both answer)
+        # until it takes over (:meth:`take_over`).
+        self._server: FinishLaterActionServer | None = None
+        self._served: list[Any] = []
+        if not self._standby:
+            self._serve()
+        self.create_timer(1.0, self._publish_diagnostics)
+        self.create_timer(FinishLaterActionServer.STATUS_PERIOD_S, self._flush_status,
+                          callback_group=self.goals_callback_group)
+
+    def _serve(self) -> None:
+        """The action server and the planner's services (an active planner's)."""
         self._server = FinishLaterActionServer(self, PlanTask, ACTION_NAME, execute_callback=self._start_goal,
                                                goal_callback=lambda _g: GoalResponse.ACCEPT,
                                                cancel_callback=self._on_cancel_request,
@@ -162,11 +188,24 @@ class PlannerNode(LifecycleNode):
                                                **action_qos_kwargs("server"))
         self._server.allow_cancel_all = self.params.security.allow_cancel_all
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
+        before = set(self.services)
         self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self.goals_callback_group)
         operator_ros.attach(self)  # planner/stop_robots, planner/approve (operator_ros.py)
-        self.create_timer(1.0, self._publish_diagnostics)
-        self.create_timer(FinishLaterActionServer.STATUS_PERIOD_S, self._server.flush_status,
-                          callback_group=self.goals_callback_group)
+        self._served = [srv for srv in self.services if srv not in before]
+
+    def _unserve(self) -> None:
+        """Stop serving (a fenced planner): no more goals or requests reach it."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.destroy()
+        for srv in self._served:
+            self.destroy_service(srv)
+        self._served = []
+
+    def _flush_status(self) -> None:
+        server = self._server
+        if server is not None:
+            server.flush_status()
 
     @property
     def term(self) -> int:
@@ -212,6 +251,10 @@ class PlannerNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self._signer, self._verifier, self._link_dropped_reported = signer, verifier, 0
         self._create_entities()
+        self._failover = FailoverLink(self, self.params.security.lease_s,
+                                      journal_key(keystore, [r.id for r in self.params.robots]) if keystore else None,
+                                      signer.counter, self._on_higher_term)
+        self._failover_timer = self.create_timer(0.05, self._failover_tick)
         self.service = service
         service.start()
         pp = self.params.planner
@@ -221,11 +264,19 @@ class PlannerNode(LifecycleNode):
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         assert self.service is not None
+        self._lifecycle_active = True
+        if self._failover is not None:
+            self._failover.publish_role(self.role, self.term)
+        if self.role == STANDBY:
+            self.get_logger().info("planner standby: following the active planner's journal, serving nothing until it "
+                                   f"falls silent for {self._takeover_s():g} s")
+            return super().on_activate(state)
         self.service.accepting = True
         self.get_logger().info("planner active: accepting goals")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._lifecycle_active = False
         if self.service is not None:
             self.service.accepting = False
             self.service.end_all("planner deactivated")
@@ -285,6 +336,12 @@ class PlannerNode(LifecycleNode):
             self.status_node.destroy_subscription(sub)
         if self._heartbeat_timer is not None:
             self.destroy_timer(self._heartbeat_timer)
+        if self._failover_timer is not None:
+            self.destroy_timer(self._failover_timer)
+            self._failover_timer = None
+        if self._failover is not None:
+            self._failover.destroy()
+            self._failover = None
         self._seg_pubs, self._status_subs = {}, []
         self._stats_pub = self._goal_pub = self._result_pub = self._heartbeat_timer = None
 
@@ -323,11 +380,15 @@ class PlannerNode(LifecycleNode):
         """The goal's end (a rejection reason or its terminal request): result to the client."""
         self.goal_handles.pop(goal_id, None)
         self._cancel_keys.pop(goal_id, None)
+        if self.fenced is not None:  # another planner took this goal over: its result is that one's to give
+            return
         if isinstance(outcome, str):
             result = self._reject(handle, goal_id, handle.request.robot_id, outcome)
         else:
             result = self._finish(handle, goal_id, outcome)
-        self._server.finish_goal(handle, result)
+        server = self._server
+        if server is not None:
+            server.finish_goal(handle, result)
 
     def _on_cancel_request(self, handle: Any) -> CancelResponse:
         """The standard action cancel: it carries no proof of who sends it (any node on the
@@ -403,10 +464,10 @@ class PlannerNode(LifecycleNode):
             self.log("error", line)
 
     # -- PlannerPorts (scheduler thread) ---------------------------------------------------------
-    def segment(self, goal_id: str, req: Request, index: int, final: bool) -> Any:
+    def segment(self, goal_id: str, req: Request, index: int, final: bool, feedback: bool = True) -> Any:
         msg = segment_message(goal_id, req, index, final, self.get_clock().now().to_msg(), self.term)
         self.publish(req.goal.robot_id, msg)
-        handle = self.goal_handles.get(goal_id)
+        handle = self.goal_handles.get(goal_id) if feedback else None
         if handle is not None:
             handle.publish_feedback(PlanTask.Feedback(
                 index=req.seq_base + index, plan=len(req.earlier), text=msg.text, skills=msg.skills, final=final,
@@ -545,7 +606,8 @@ class PlannerNode(LifecycleNode):
                      f"{snap.active_goals} goal(s) in flight, {'accepting' if service.accepting else 'not accepting'}"),
             values=[KeyValue(key=k, value=str(v)) for k, v in sorted(snap.counters.items())]
             + [KeyValue(key=f"cancel refused: {k}", value=str(v)) for k, v in sorted(self.cancel_refusals.items())]
-            + [KeyValue(key="cancel refused: cancel all", value=str(self._server.refused_cancel_all))])
+            + [KeyValue(key="cancel refused: cancel all",
+                        value=str(self._server.refused_cancel_all if self._server else 0))])
         r_level = DiagnosticStatus.WARN if snap.silent_robots else DiagnosticStatus.OK
         message = (f"silent: {', '.join(snap.silent_robots)}" if snap.silent_robots
                    else f"{len(self.params.robots)} robot(s) reporting")
@@ -565,11 +627,127 @@ class PlannerNode(LifecycleNode):
                                                        *operator_ros.diagnostics(self), self._role_status()]))
 
     def _role_status(self) -> DiagnosticStatus:
-        """``<node>: role``: the planner's role and term (core/link.py)."""
+        """``<node>: role``: the planner's role and term (core/link.py), the active planner it
+        follows (a standby) and its takeovers."""
         role, term = self.role, self.term
-        return DiagnosticStatus(level=DiagnosticStatus.OK, name=f"{self.get_name()}: role", hardware_id=self.get_name(),
-                                message=f"{role}, term {term}",
-                                values=[KeyValue(key="role", value=role), KeyValue(key="term", value=str(term))])
+        values = [KeyValue(key="role", value=role), KeyValue(key="term", value=str(term)),
+                  KeyValue(key="takeovers", value=str(len(self.takeovers)))]
+        link = self._failover
+        level, message = DiagnosticStatus.OK, f"{role}, term {term}"
+        if self.fenced is not None:
+            level, message = DiagnosticStatus.ERROR, f"fenced: {self.fenced}"
+        elif link is not None and role == STANDBY:
+            silent = link.silent_for()
+            heard = link.heard
+            if heard is None:
+                level, message = DiagnosticStatus.WARN, f"{role}, term {term}: no active planner heard yet"
+            else:
+                message = (f"{role}, term {term}: following {heard.msg.node} (term {heard.msg.term}, "
+                           f"{len(heard.msg.goals)} goal(s) in flight, heard {silent:.1f} s ago)")
+                values.append(KeyValue(key="following", value=heard.msg.node))
+        if self.takeovers:
+            last = self.takeovers[-1]
+            values.append(KeyValue(key="last takeover", value=f"term {last['term']} from {last['from']}: "
+                                                              f"{len(last['adopted'])} goal(s) adopted"))
+        if link is not None:
+            values.extend(KeyValue(key=f"journal dropped: {k}", value=str(v)) for k, v in sorted(link.drops.items()))
+        return DiagnosticStatus(level=level, name=f"{self.get_name()}: role", hardware_id=self.get_name(),
+                                message=message, values=values)
+
+    # -- failover (docs/guides/failover.md) ------------------------------------------------------------
+    def _takeover_s(self) -> float:
+        """The active planner's silence after which a standby takes over (planner.takeover_s;
+        0: half the robots' lease)."""
+        t = self.params.planner.takeover_s
+        return t if t > 0 else max(self.params.security.lease_s / 2, 0.5)
+
+    def _failover_tick(self) -> None:
+        """Every 50 ms: the active planner's journal (at least every JOURNAL_PERIOD_S), or a
+        standby's watch on the active one."""
+        service, link = self.service, self._failover
+        if service is None or link is None or self.fenced is not None:
+            return
+        if self.role == ACTIVE:
+            if not self._journal_posted and time.monotonic() - link.last_published >= JOURNAL_PERIOD_S:
+                self._journal_posted = True
+
+                def publish(entries: list[Any]) -> None:
+                    self._journal_posted = False
+                    link.publish_journal(self.term, entries, dict(self._cancel_keys))
+                service.journal(publish)
+            return
+        silent = link.silent_for()
+        if silent is not None and silent >= self._takeover_s() and self._lifecycle_active:
+            self.take_over(f"no journal for {silent:.2f} s")
+
+    def take_over(self, why: str) -> list[str]:
+        """Become the active planner (executor thread): a term above the last active one's, the
+        robots told at once (a heartbeat at the new term renews their lease and fences the old
+        planner off), the action server and services up, and every goal of the last journal
+        adopted under its own goal id (the generation continues from its token ids, unfinished
+        segments are sent again). Returns the adopted goal ids."""
+        link, service = self._failover, self.service
+        assert link is not None and service is not None
+        t0 = time.monotonic()
+        heard = link.heard
+        journal = heard.msg if heard is not None else None
+        old_term = max(self.term, int(journal.term) if journal is not None else 0)
+        self._term.role = ACTIVE
+        self.set_term(old_term + 1)
+        if journal is not None and self._signer is not None:
+            self._signer.counter.raise_to(int(journal.link_counter))
+        entries = []
+        for m in (journal.goals if journal is not None else []):
+            try:
+                entries.append(entry_of_msg(m))
+            except (ValueError, KeyError) as e:
+                self.log("error", f"goal {safe_text(m.goal_id)[:8]} of the journal cannot be adopted: {safe_text(str(e), 200)}")
+        stamp = self.get_clock().now().to_msg()
+        for e in entries:  # the robots hear the new term first: their lease is renewed, the old planner fenced off
+            if service.params.robot(e.goal.robot_id) is not None:
+                self.publish(e.goal.robot_id, heartbeat_message(e.goal_id, e.goal.robot_id, stamp, self.term))
+        self._serve()
+        adopted: list[str] = []
+        handles: dict[str, Any] = {}
+        for e in entries:
+            g = e.goal
+            request = PlanTask.Goal(robot_id=g.robot_id, instruction=g.instruction, robot_kind=g.robot_kind,
+                                    task_type=g.task_type, ert_s=g.ert_s, alpha=g.alpha, beta=g.beta,
+                                    skill_set=g.skill_set, max_tokens=g.max_tokens,
+                                    cancel_key_sha256=e.cancel_key_sha256)
+            handle = self._server.adopt_goal(bytes.fromhex(e.goal_id), request, stamp) if self._server else None
+            if handle is None:
+                continue
+            handles[e.goal_id] = handle
+            self.goal_handles[e.goal_id] = handle
+            if e.cancel_key_sha256:
+                self._cancel_keys[e.goal_id] = e.cancel_key_sha256
+            adopted.append(e.goal_id)
+        service.accepting = True
+        service.adopt([e for e in entries if e.goal_id in handles],
+                      lambda gid: (lambda outcome, h=handles[gid], gid=gid: self._end_goal(h, gid, outcome)))
+        link.publish_role(ACTIVE, self.term, adopted)
+        took = time.monotonic() - t0
+        source = journal.node if journal is not None else "(none heard)"
+        self.takeovers.append({"term": self.term, "from": source, "adopted": adopted, "s": took, "why": why})
+        self.log("warning", f"took over from planner {safe_text(source)} (term {old_term}) at term {self.term}: {why}; "
+                            f"adopted {len(adopted)} goal(s){': ' if adopted else ''}"
+                            f"{', '.join(a[:8] for a in adopted[:20])}{' ...' if len(adopted) > 20 else ''}")
+        return adopted
+
+    def _on_higher_term(self, term: int, node: str) -> None:
+        """A trusted journal of another planner at ``term`` above this one's: an active planner
+        has been replaced (it was paused or cut off) and stops serving; a standby follows."""
+        if self.role != ACTIVE or self.fenced is not None:
+            return
+        self.fenced = f"planner {node} took over at term {term} (this planner's term is {self.term})"
+        self.log("error", f"{self.fenced}: this planner stops serving; its goals are that planner's now")
+        self._unserve()
+        service = self.service
+        if service is not None:
+            service.accepting = False
+        if self._on_fenced is not None:
+            self._on_fenced(self.fenced)
 
     @staticmethod
     def _header(stamp: Any) -> Any:

@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 #: ``security.mode`` values: ``off`` sends unsigned and accepts everything; ``sign`` signs and verifies.
 MODES = ("off", "sign")
-KINDS = ("segment", "status")
+KINDS = ("segment", "status", "journal")
 KEY_BYTES = 32
 MAC_BYTES = 32
 #: Robot ids that may name a key file: the ROS-name characters the fleet YAML allows, bounded.
@@ -346,6 +346,15 @@ def verify(key: RobotKey, kind: str, fields: bytes, counter: int, mac: bytes, ke
     return hmac.compare_digest(expected, bytes(mac))
 
 
+def journal_key(keystore: Keystore, robot_ids: Iterable[str]) -> RobotKey:
+    """The key of the planners' journal (planner/journal): derived from every robot key of the
+    fleet (HMAC-SHA256 over their secrets in robot id order), so a planner that holds them all
+    can write it and a robot, which holds only its own, cannot."""
+    keys = [keystore.key(r) for r in sorted(set(robot_ids))]
+    secret = hmac.new(b"timely_fleet/journal", b"".join(k.secret for k in keys), hashlib.sha256).digest()
+    return RobotKey("planner", key_id_of(secret), secret)
+
+
 # -- counters and replay protection ---------------------------------------------------------------
 
 def now_us() -> int:
@@ -373,6 +382,12 @@ class Counter:
         with self._lock:
             self._last = max(self._last + 1, int(self._clock()))
             return self._last
+
+    def raise_to(self, value: int) -> None:
+        """Continue above ``value`` (a planner taking over signs above the counters of the one it
+        replaces: the robots' replay guards keep one stream per robot key)."""
+        with self._lock:
+            self._last = max(self._last, int(value))
 
 
 class ReplayGuard:

@@ -22,6 +22,7 @@ from llm_planner_node.prompts.grammar import derivatives_for, language_for, long
 from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.ports import MAX_ID_CHARS, GoalIn, PlannerPorts
 from llm_planner_node.service.registry import GoalEntry, GoalRegistry
+from llm_planner_node.service.takeover import JournalEntry
 from llm_planner_node.service.vitals import RobotVitals
 
 
@@ -163,18 +164,9 @@ class GoalIntake:
         assert robot is not None
         # what the robot sees now goes into its prompt (TypeFly's Scene line); a resumed generation
         # keeps the prompt's token ids, so it keeps the scene of the goal's start
-        scene = self._scene_now(robot.id, pp.scene_in_prompt)
-        try:
-            prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set, objects=robot.objects,
-                                          **({} if scene is None else {"scene": scene}))
-        except ValueError as e:
-            return Rejection(RejectReason.PROMPT, str(e))
-        lang = language_for(robot.kind, DEFAULT_SKILL_SETS[robot.skill_set])
-        goal = Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
-                    prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
-                    max_tokens=int(g.max_tokens or self._default_max_tokens(robot, prompt)), skill_set_id=robot.skill_set,
-                    instruction=g.instruction.strip(), objects=plan_objects(robot),
-                    plan_limits=pp.plan_limits.get(lang), sampling=pp.sampling.get(lang), scene=scene)
+        goal = self._goal_of(g, robot, self._scene_now(robot.id, pp.scene_in_prompt))
+        if isinstance(goal, Rejection):
+            return goal
         with self._pending_lock:
             if self._pending >= self._max_pending:
                 return Rejection(RejectReason.OVERLOADED,
@@ -208,6 +200,94 @@ class GoalIntake:
                 self._planner.cancel(rid)
 
         self._post(submit)
+        return None
+
+    def _goal_of(self, g: GoalIn, robot: RobotParams, scene: tuple[str, ...] | None, *, done: str = "",
+                 prompt: object = None) -> Goal | Rejection:
+        """The core's goal for ``g`` on ``robot``: its prompt (built from the instruction, the
+        scene and the plans already run, unless ``prompt`` is given), plan objects, limits and
+        decoding; or why the prompt was refused."""
+        pp = self._params().planner
+        if prompt is None:
+            try:
+                prompt = self._prompt_builder(g.instruction.strip(), robot.kind, robot.skill_set, objects=robot.objects,
+                                              **({"done": done} if done else {}),
+                                              **({} if scene is None else {"scene": scene}))
+            except ValueError as e:
+                return Rejection(RejectReason.PROMPT, str(e))
+        lang = language_for(robot.kind, DEFAULT_SKILL_SETS[robot.skill_set])
+        return Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
+                    prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
+                    max_tokens=int(g.max_tokens or self._default_max_tokens(robot, prompt)), skill_set_id=robot.skill_set,
+                    instruction=g.instruction.strip(), objects=plan_objects(robot),
+                    plan_limits=pp.plan_limits.get(lang), sampling=pp.sampling.get(lang), scene=scene)
+
+    def adopt(self, entry: JournalEntry, on_end: Callable[[Request | str], None]) -> None:
+        """Take over a goal another planner had in flight (a standby's takeover, :mod:`.takeover`):
+        the same goal and prompt, its time-utility clock from the same arrival, its generation's
+        progress; the segments dispatched and not yet reported finished are sent again (the
+        robot's sequence numbers keep each one executed once: the adapter answers a segment it
+        has with its latest status for it). Posted to the scheduler thread; a goal that cannot be
+        adopted ends with the reason (``on_end(rejection)``)."""
+        def adopt() -> None:
+            why = self._adopt(entry, on_end)
+            if why is not None:
+                self._count(why)
+                on_end(why)
+        self._post(adopt)
+
+    def _adopt(self, entry: JournalEntry, on_end: Callable[[Request | str], None]) -> Rejection | None:
+        g = entry.goal
+        robot = self._params().robot(g.robot_id)
+        if robot is None:
+            return Rejection(RejectReason.UNKNOWN_ROBOT, f"robot '{safe_text(g.robot_id)}' of the goal taken over is "
+                                                         "not configured on this planner")
+        p = entry.progress
+        goal = self._goal_of(g, robot, entry.scene, done="".join(p.earlier_plans),
+                             prompt=list(entry.prompt_token_ids) if entry.prompt_token_ids else None)
+        if isinstance(goal, Rejection):
+            return goal
+        busy = self._goals.claim(g.robot_id, entry.goal_id)
+        if busy is not None:
+            return Rejection(RejectReason.ROBOT_BUSY, busy)
+        with self._pending_lock:
+            self._pending += 1
+
+        def ended(outcome: Request | str) -> None:
+            with self._pending_lock:
+                self._pending -= 1
+            on_end(outcome)
+
+        now = self._clock.now()
+        arrival = now - entry.age_s
+        progress = entry.at(arrival)
+
+        def registered(req: Request) -> None:
+            entry_ = GoalEntry(entry.goal_id, req.id, ended, StaticBudget(robot.effective_budget))
+            self._goals.add(entry_)
+            self._delivery.open(entry.goal_id, g.robot_id, now)
+            for seg in req.segments[:len(req.dispatched_at)]:
+                if self._planner.segment_check is not None:  # the goal's budget counts what was dispatched
+                    self._planner.segment_check(req, seg)
+                seq = req.seq_base + seg.index
+                done = req.exec_end[seg.index] is not None
+                msg = self._ports.segment(entry.goal_id, req, seg.index, seg.final, feedback=False) if not done else None
+                # sent an ack interval ago: re-sent at once until the robot answers (its latest status)
+                self._delivery.sent(entry.goal_id, seq, msg, now - self._delivery.ack_timeout_s)
+                if done:
+                    self._delivery.heard(entry.goal_id, seq, now, finished=True)
+
+        try:
+            self._planner.adopt(goal, arrival, progress, registered)
+        except Exception as e:  # noqa: BLE001 - ValueError: why it can never run here; else a fault
+            self._goals.release(g.robot_id, entry.goal_id)
+            if self._goals.by_goal_id.get(entry.goal_id) is not None:
+                self._goals.pop(self._goals.by_goal_id[entry.goal_id])
+            self._delivery.close(entry.goal_id)
+            with self._pending_lock:
+                self._pending -= 1
+            return Rejection(RejectReason.CORE, str(e) if isinstance(e, ValueError)
+                             else f"the planner could not take the goal over: {safe_text(repr(e), 300)}")
         return None
 
     def replan(self, req: Request) -> Goal | str:

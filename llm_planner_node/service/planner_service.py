@@ -43,7 +43,9 @@ from llm_planner_node.service.intake import GoalIntake
 from llm_planner_node.service.operator_control import OperatorControl
 from llm_planner_node.service.ports import GoalIn, PlannerPorts, StatusIn
 from llm_planner_node.service.registry import GoalRegistry
+from llm_planner_node.service import takeover
 from llm_planner_node.service.scheduler_loop import COMMAND_SLICE, SchedulerLoop
+from llm_planner_node.service.takeover import JournalEntry
 from llm_planner_node.service.sink import PortsSink
 from llm_planner_node.service.status_path import CANCELLED, DONE, EXECUTING, FAILED, StatusPath
 from llm_planner_node.service.vitals import RobotVitals
@@ -206,6 +208,18 @@ class PlannerService:
 
     def cancel(self, goal_id: str) -> None:
         self.intake.cancel(goal_id)
+
+    # -- failover (any thread) ---------------------------------------------------------------------
+    def journal(self, publish: Callable[[list[JournalEntry]], None]) -> None:
+        """Write the journal of the goals in flight (:mod:`.takeover`): ``publish(entries)`` is
+        called on the scheduler thread with one entry per goal."""
+        self._post(lambda: publish(takeover.entries(self.goals, self.planner, self.clock.now())))
+
+    def adopt(self, entries: list[JournalEntry], on_end_of: Callable[[str], Callable[[Request | str], None]]) -> None:
+        """Take over the goals of a planner that fell silent (:meth:`GoalIntake.adopt`):
+        ``on_end_of(goal_id)`` is the callback that reports that goal's end."""
+        for entry in entries:
+            self.intake.adopt(entry, on_end_of(entry.goal_id))
 
     def active_goals(self) -> dict[str, str]:
         """robot id -> the goal it runs now (a copy; any thread)."""

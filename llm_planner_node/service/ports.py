@@ -49,8 +49,9 @@ class StatusIn:
 class PlannerPorts(Protocol):
     """How the service reaches ROS (implemented by the node)."""
 
-    def segment(self, goal_id: str, req: Request, index: int, final: bool) -> Any:
-        """Publish segment ``index`` to the robot and as feedback; return the message (re-sends)."""
+    def segment(self, goal_id: str, req: Request, index: int, final: bool, feedback: bool = True) -> Any:
+        """Publish segment ``index`` to the robot and (``feedback``) as the goal's feedback;
+        return the message (re-sends)."""
 
     def stop(self, goal_id: str, robot_id: str, sequence: int) -> Any:
         """Publish a stop for the goal to its robot; return the message (re-sends)."""

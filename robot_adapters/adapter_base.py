@@ -47,10 +47,11 @@ Rules a core enforces
   while the robot is busy, the robot is *held* instead of stopped for good: the running skill is
   interrupted (``executor.stop()``) and its segment reports DONE with ``error="interrupted:
   planner lost (...); robot held for up to G s waiting for a standby planner"`` and no skill
-  durations (the goal goes on; the planner's execution-time model learns nothing from it); no
+  durations (the planner, which reads ``core.link.INTERRUPTED``, ends that goal ROBOT_FAILED with
+  it: the segment did not all happen; its execution-time model learns nothing from it); no
   segment of any goal starts while held (stops and halts still run). Only a message (heartbeat,
   segment or stop) of a planner term *above* the one obeyed when the hold began releases it:
-  queued and later segments then run again in order. A message of the held term is obeyed as
+  a goal that was waiting for (or had queued) its next segment goes on with it. A message of the held term is obeyed as
   usual (a segment is queued, a stop stops its goal) but neither releases nor extends the hold.
   If no higher term speaks within ``lease_grace_s``, every goal that was held or is busy is
   stopped as by the lease (``stopped: planner lost (...); no standby took over within G s``).
@@ -74,7 +75,7 @@ from typing import Any, Callable, Sequence
 
 from llm_planner_node.core.budgets import Budget, BudgetExceeded, BudgetMeter, budget_for, pose_after
 from llm_planner_node.core.execution_time import ExecutionTimeModel
-from llm_planner_node.core.link import HEARTBEAT_SEQUENCE, STALE_TERM
+from llm_planner_node.core.link import HEARTBEAT_SEQUENCE, INTERRUPTED, STALE_TERM
 from llm_planner_node.core.outcomes import STATE_NAMES, RobotState
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 from llm_planner_node.core.task_model import REPLAN_SKILLS
@@ -783,7 +784,7 @@ class AdapterCore:
                 # the goal is not; no durations (the skills did not all run: nothing to learn)
                 self._emit(seg.goal_id, seg.sequence, STATE_DONE, elapsed_s=kw["elapsed_s"],
                            progress=min(1.0, len(run.names) / max(len(run.planned), 1)), answers=run.answers,
-                           error=f"interrupted: {self._hold_why}; robot held for up to {self.lease_grace_s:g} s "
+                           error=f"{INTERRUPTED} {self._hold_why}; robot held for up to {self.lease_grace_s:g} s "
                                  "waiting for a standby planner")
             elif self._timed_out:
                 self._emit(seg.goal_id, seg.sequence, STATE_FAILED,

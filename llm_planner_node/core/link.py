@@ -25,6 +25,10 @@ DEFAULT_LEASE_S = 3.0
 
 #: An adapter's drop reason for a verified message whose planner term is below the highest it accepted.
 STALE_TERM = "stale planner term"
+#: The start of the error of a segment an adapter reports DONE although it was cut short (the lease
+#: expired and the robot is held, security.lease_grace_s): the planner ends its goal ROBOT_FAILED
+#: with that error, since what the segment was to do did not all happen.
+INTERRUPTED = "interrupted:"
 #: The largest term (``SkillSegment.term`` is a uint64).
 MAX_TERM = 2**64 - 1
 #: The role of a planner that commands its robots, and of one that follows it, ready to take over.

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from llm_planner_node.config.params import FleetParams
 from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.link import INTERRUPTED
 from llm_planner_node.core.outcomes import RobotState
 from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.text import safe_text
@@ -144,6 +145,9 @@ class StatusPath:
         if st.state == EXECUTING:
             if k < len(req.exec_start) and req.exec_start[k] is None:
                 self._planner.on_robot_status(st.robot_id, rid, k, "started")
+        elif st.state == DONE and st.error.startswith(INTERRUPTED):  # cut short by a lease hold: not done
+            self._planner.on_robot_status(st.robot_id, rid, k, "failed", reason=(
+                f"robot {st.robot_id} segment {seq} {safe_text(st.error, 300)}"))
         elif st.state == DONE:
             self._planner.on_robot_status(st.robot_id, rid, k, "finished", durations=list(st.skill_durations_s))
         elif st.state == FAILED:

@@ -1,0 +1,124 @@
+"""Failover as a team runs it: the robots' adapters, an active planner and a standby as three
+`timely-fleet up` processes (the Tello SDK simulator behind djitellopy, the IndyDCP3 servicer behind
+the neuromeka client, robots in real time), the active SIGKILLed mid-plan.
+
+The drone's goal, sent with `timely-fleet goal`, and the arm's, sent with a plain rclpy
+ActionClient, both end SUCCEEDED through the standby: the CLI prints one result, each segment ran
+once, and the plain client (whose result request went to the planner that died) finds its result
+on planner/results by goal id."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+import yaml
+
+from tests.node.test_first_user import ROOT, TF, Up
+
+pytestmark = pytest.mark.ros
+
+DRONE_PLAN = "tc,90;mf,50;tc,90;mf,50;"
+ARM_PLAN = "look(apple);pick(apple);place(apple, tray);"
+
+
+def fleet_yaml(path) -> str:
+    path.write_text(yaml.safe_dump({
+        "planner": {"policy": "timelyllm", "engine": {"kind": "scripted"}, "robot_timeout_s": 30.0},
+        "security": {"lease_s": 3.0, "lease_grace_s": 2.0},
+        "robots": [
+            {"id": "tello_1", "kind": "drone", "skill_set": "tello_minispec", "adapter": "tello-sim",
+             "perception": {"source": "scene"}},
+            {"id": "indy_1", "kind": "arm", "skill_set": "indy7_arm", "adapter": "indy-sim",
+             "objects": ["apple", "tray"]},
+        ]}))
+    return str(path)
+
+
+def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is_killed(tmp_path, ros_context):
+    import rclpy
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from timely_fleet.action import PlanTask
+    from timely_fleet.msg import GoalResult
+
+    from llm_planner_node.ros.messages import ACTION_NAME, RESULTS_TOPIC, STATUS_QOS, action_qos_kwargs
+
+    params = fleet_yaml(tmp_path / "fleet.yaml")
+    adapters = Up("--params", params, "--only", "adapters")
+    active = Up("--params", params, "--only", "planner")
+    standby = Up("--params", params, "--standby")
+    node = None
+    try:
+        for proc in (adapters, active, standby):
+            proc.wait_ready(90)
+        # an outside client: plain rclpy, the generated interfaces, results also read from planner/results
+        node = rclpy.create_node(f"plain_client_{uuid.uuid4().hex[:6]}", context=ros_context)
+        results: dict[str, GoalResult] = {}
+        node.create_subscription(GoalResult, RESULTS_TOPIC, lambda m: results.setdefault(m.goal_id, m), STATUS_QOS)
+        client = ActionClient(node, PlanTask, ACTION_NAME, **action_qos_kwargs("client"))
+        executor = SingleThreadedExecutor(context=ros_context)
+        executor.add_node(node)
+        spin = threading.Thread(target=executor.spin, daemon=True)
+        spin.start()
+        assert client.wait_for_server(timeout_sec=30)
+
+        drone = subprocess.Popen([*TF, "goal", "tello_1", DRONE_PLAN], cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        killed = threading.Event()
+
+        def read() -> None:
+            for line in drone.stdout:
+                lines.append(line.rstrip("\n"))
+                if "segment 0 finished" in line and not killed.is_set():
+                    killed.set()
+                    active.proc.send_signal(signal.SIGKILL)  # mid-plan: segment 1 is running
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        sent = client.send_goal_async(PlanTask.Goal(robot_id="indy_1", instruction=ARM_PLAN, ert_s=1.0, alpha=-2.0,
+                                                    beta=1.0))
+        deadline = time.monotonic() + 30
+        while not sent.done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        arm_handle = sent.result()
+        assert arm_handle.accepted
+        arm_goal_id = bytes(arm_handle.goal_id.uuid).hex()
+
+        drone.wait(timeout=90)
+        reader.join(timeout=5)
+        out = "\n".join(lines)
+        assert killed.is_set(), out
+        assert active.proc.wait(timeout=10) == -signal.SIGKILL
+        assert drone.returncode == 0, out
+        # one result, the whole plan, each segment executed once
+        assert len(re.findall(r"^(SUCCEEDED|ROBOT_FAILED|TIMEOUT|CANCELLED|REJECTED|INVALID_PLAN)\b", out, re.M)) == 1, out
+        assert re.search(r"^SUCCEEDED: plan of 4 segment\(s\) executed", out, re.M), out
+        for k in range(4):
+            assert len(re.findall(rf"robot tello_1: segment {k} executing", out)) == 1, out
+            assert len(re.findall(rf"robot tello_1: segment {k} finished", out)) == 1, out
+        assert "re-attached" in out, out
+
+        deadline = time.monotonic() + 60
+        while arm_goal_id not in results and time.monotonic() < deadline:
+            time.sleep(0.1)
+        arm = results.get(arm_goal_id)
+        assert arm is not None, "the plain client's goal has no result on planner/results"
+        assert arm.status == PlanTask.Result.STATUS_SUCCEEDED, arm.message
+        assert arm.plan_text == ARM_PLAN
+        assert all(s.execution_end_s >= 0 for s in arm.segments)
+
+        log = "\n".join(standby.lines)
+        assert re.search(r"took over from planner .* at term 2: .*adopted 2 goal\(s\)", log), log
+        assert "planner lost" not in "\n".join(adapters.lines), "a robot was stopped by its lease"
+        executor.shutdown(timeout_sec=2)
+    finally:
+        if node is not None:
+            node.destroy_node()
+        for proc in (standby, active, adapters):
+            proc.stop()

@@ -2,6 +2,7 @@
 
     ros2 launch timely_fleet planner.launch.py [params:=FLEET.yaml] [namespace:=NS]
         [engine:=vllm|sim] [ros_params:=ROS_PARAMS.yaml] [use_sim_time:=true|false]
+        [role:=active|standby|pair]
 
 - ``params``: the fleet YAML (planner, engine, robots), given to both nodes as ``--params``;
   default: the installed ``share/timely_fleet/config/fleet.yaml``.
@@ -11,6 +12,10 @@
   keeps the YAML's choice.
 - ``ros_params``: an optional standard ROS 2 parameters file for the planner node.
 - ``use_sim_time``: ROS parameter of both nodes (default false).
+- ``role``: ``active`` (default: the planner and the adapters), ``standby`` (only a standby
+  planner, ``llm_planner_standby``, e.g. on a second host: it follows the active planner of the
+  namespace and takes its goals over when it falls silent), or ``pair`` (the adapters, the active
+  planner and a standby on this host: a planner process's crash loses no goal).
 
 The nodes are named ``llm_planner`` and ``fleet_adapters``; launch_ros turns ``name=`` and
 ``namespace=`` into the ``__node``/``__ns`` remaps itself, and remaps or parameters that an
@@ -28,6 +33,8 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 PLANNER_NAME = "llm_planner"
+STANDBY_NAME = "llm_planner_standby"
+ROLES = ("active", "standby", "pair")
 ADAPTERS_NAME = "fleet_adapters"
 
 
@@ -48,13 +55,17 @@ def _nodes(context, *args, **kwargs):
 
     planner_args = ["--params", params] + (["--engine", engine] if engine else [])
     planner_params = [sim_time] + ([ros_params] if ros_params else [])  # the file wins: it comes last
+    role = LaunchConfiguration("role").perform(context).strip()
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
     ns = namespace or None  # None: no __ns remap (an enclosing PushRosNamespace still applies)
-    return [
-        Node(package="timely_fleet", executable="planner_node", name=PLANNER_NAME, namespace=ns,
-             parameters=planner_params, arguments=planner_args, output="screen"),
-        Node(package="timely_fleet", executable="fleet_adapters", name=ADAPTERS_NAME, namespace=ns,
-             parameters=[sim_time], arguments=["--params", params], output="screen"),
-    ]
+    active = Node(package="timely_fleet", executable="planner_node", name=PLANNER_NAME, namespace=ns,
+                  parameters=planner_params, arguments=planner_args, output="screen")
+    standby = Node(package="timely_fleet", executable="planner_node", name=STANDBY_NAME, namespace=ns,
+                   parameters=planner_params, arguments=[*planner_args, "--standby"], output="screen")
+    adapters = Node(package="timely_fleet", executable="fleet_adapters", name=ADAPTERS_NAME, namespace=ns,
+                    parameters=[sim_time], arguments=["--params", params], output="screen")
+    return {"active": [active, adapters], "standby": [standby], "pair": [active, standby, adapters]}[role]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -68,5 +79,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("ros_params", default_value="",
                               description="optional ROS 2 parameters file for the planner node"),
         DeclareLaunchArgument("use_sim_time", default_value="false", description="use the /clock topic"),
+        DeclareLaunchArgument("role", default_value="active",
+                              description="active (planner and adapters), standby (a standby planner only) "
+                                          "or pair (adapters, active and standby planners)"),
         OpaqueFunction(function=_nodes),
     ])

@@ -305,7 +305,9 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
         if planner:
             # the planner predicts the simulated robots' compressed time (all of them run at
             # time_scale; real robots run at 1.0, the default)
+            # a standby has its own name: two planners of one name would both answer its parameter services
             planner_node = PlannerNode(params, engine=engine, clock=clock, context=context,
+                                       name="llm_planner_standby" if params.planner.standby else "llm_planner",
                                        robot_time_scale=time_scale, on_fenced=on_fenced,
                                        namespace=namespace or None,
                                        cli_args=["--ros-args", *ros_args] if ros_args else None)
@@ -404,7 +406,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--standby", action="store_true",
                         help="start a standby planner (planner.standby): it loads its engine, follows the active "
                              "planner of the namespace and takes over its goals when it falls silent; implies "
-                             "--only planner (docs/guides/failover.md)")
+                             "--only planner (docs/failover.md)")
     parser.add_argument("--namespace", default="",
                         help="ROS namespace of the planner and the adapters (topics follow it; two fleets "
                              "can share a domain in different namespaces)")

@@ -99,7 +99,8 @@ def test_real_launch_ros_node_signature_when_available():
 
 def test_defaults_keep_the_yaml_engine_and_add_no_remaps(monkeypatch):
     defaults, nodes = _resolve(monkeypatch)
-    assert set(defaults) == {"params", "namespace", "engine", "ros_params", "use_sim_time"}
+    assert set(defaults) == {"params", "namespace", "engine", "ros_params", "use_sim_time", "role"}
+    assert defaults["role"] == "active"
     assert defaults["params"].endswith("share/timely_fleet/config/fleet.yaml") and Path(defaults["params"]).is_file()
     assert defaults["engine"] == "" and defaults["namespace"] == "" and defaults["use_sim_time"] == "false"
     planner, adapters = nodes
@@ -126,6 +127,19 @@ def test_engine_namespace_ros_params_and_sim_time_pass_through(monkeypatch, tmp_
     assert adapters["parameters"] == [{"use_sim_time": True}]
     with pytest.raises(ValueError, match="use_sim_time must be true or false"):
         _resolve(monkeypatch, use_sim_time="maybe")
+
+
+def test_role_starts_a_standby_planner_alone_or_beside_the_active_one(monkeypatch):
+    _, nodes = _resolve(monkeypatch, params="/f.yaml", role="standby")
+    (standby,) = nodes
+    assert (standby["executable"], standby["name"]) == ("planner_node", "llm_planner_standby")
+    assert standby["arguments"] == ["--params", "/f.yaml", "--standby"]
+    _, nodes = _resolve(monkeypatch, params="/f.yaml", role="pair", engine="sim")
+    assert [(n["executable"], n["name"]) for n in nodes] == [
+        ("planner_node", "llm_planner"), ("planner_node", "llm_planner_standby"), ("fleet_adapters", "fleet_adapters")]
+    assert nodes[1]["arguments"] == ["--params", "/f.yaml", "--engine", "sim", "--standby"]
+    with pytest.raises(ValueError, match="role must be one of active, standby, pair"):
+        _resolve(monkeypatch, role="backup")
 
 
 def _launch_ros_command(node: dict, tmp_path: Path) -> list[str]:

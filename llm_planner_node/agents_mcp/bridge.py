@@ -328,6 +328,11 @@ class FleetBridge:
     def planner_running(self) -> bool:
         return self.client is not None and self.client.client.server_is_ready()
 
+    def planner_gone_after_s(self, base_s: float) -> float:
+        """How long the planner's action server may be unseen before it counts as gone: longer
+        while a standby planner that may take over is known (GoalClient.planner_gone_after_s)."""
+        return base_s if self.client is None else self.client.planner_gone_after_s(base_s)
+
     def where(self) -> str:
         return f"namespace '/{self.namespace}'" if self.namespace else "the root namespace"
 

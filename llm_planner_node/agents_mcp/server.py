@@ -337,7 +337,7 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
                         gone_since = None
                     elif gone_since is None:
                         gone_since = now
-                    elif now - gone_since >= PLANNER_GONE_S:
+                    elif now - gone_since >= bridge.planner_gone_after_s(PLANNER_GONE_S):
                         raise ToolError(f"the planner stopped while goal {ag.goal_id[:8]} ran on robot '{ag.robot_id}': "
                                         f"its action server in {bridge.where()} disappeared; the robot's adapter stops "
                                         "the robot when the planner's lease runs out")

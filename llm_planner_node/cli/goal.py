@@ -141,14 +141,18 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
             say(f"no result after {args.timeout} s: goal cancelled")
             return 1
         # a planner killed without a goodbye leaves discovery within its DDS lease (4 s,
-        # config/fastdds.xml); its robots' adapters stop them when its own lease runs out
+        # config/fastdds.xml); its robots' adapters stop them when its own lease runs out. With a
+        # standby planner known, wait for its takeover: GoalClient then asks it for the result
+        # (or ends the goal as lost if it did not take the goal over).
         if client.client.server_is_ready():
             gone_since = None
         elif gone_since is None:
             gone_since = now
-        elif now - gone_since >= PLANNER_GONE_S:
-            say(f"the planner is gone: its action server disappeared {now - t0:.1f} s after the goal was sent; "
-                f"robot {args.robot_id}'s adapter stops the robot when the planner's lease runs out")
+        elif now - gone_since >= (gone_after := client.planner_gone_after_s(PLANNER_GONE_S)):
+            no_takeover = (f" and no standby planner took over within {gone_after:g} s"
+                           if gone_after > PLANNER_GONE_S else "")
+            say(f"the planner is gone: its action server disappeared {gone_since - t0:.1f} s after the goal was "
+                f"sent{no_takeover}; robot {args.robot_id}'s adapter stops the robot when the planner's lease runs out")
             return 1
         h.result_wait(0.25)
     res = h.result(0)

@@ -2,11 +2,18 @@
 `goal` and `demo` commands, the MCP front end, the benchmarks and the tests): ``send(...)``
 returns a handle whose ``result(timeout)`` waits for the end. The `goal` command itself is
 :mod:`llm_planner_node.cli.goal`.
+
+A planner that takes over from one that died (a standby, docs/failover.md) holds the
+goals it adopted under their own ids, but a result request sent to the dead planner is never
+answered: the client follows ``planner/active`` (timely_fleet/PlannerRole) and asks the new
+active planner for the result of every goal it adopted, and ends every other goal it waits for
+as lost (:meth:`GoalClient._on_role`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import secrets
 import threading
@@ -33,6 +40,10 @@ HANDSHAKE_MAX_TRY_S = 1.0
 GOAL_ANSWER_S = 3.0      # no answer to a goal request after this long: find out what happened
 GOAL_TRIES = 4
 FEEDBACK_GRACE_S = 2.0   # how long a goal's late feedback is still taken after its result
+#: While a standby planner is known, how long the action server may be unseen before the planner
+#: counts as gone (:meth:`GoalClient.planner_gone_after_s`): a standby takes over within the
+#: robots' lease (security.lease_s, 3 s by default), then its action server must be discovered.
+TAKEOVER_WAIT_S = 10.0
 
 
 
@@ -84,6 +95,26 @@ def probe_server(action_client: Any) -> Any:
 
     response = action_client._action_type.Impl.SendGoalService.Response(accepted=True)
     return ClientGoalHandle(action_client, UUID(uuid=list(uuid.uuid4().bytes)), response).cancel_goal_async()
+
+
+def request_result(action_client: Any, goal_uuid: bytes) -> tuple[Any, Any]:
+    """Ask the action server for the result of goal ``goal_uuid`` (whoever sent it): (a client
+    goal handle for that id, a future of the GetResult response). rclpy asks only through the
+    handle its goal response made, so one is built here for the id."""
+    from rclpy.action.client import ClientGoalHandle
+    from unique_identifier_msgs.msg import UUID
+
+    response = action_client._action_type.Impl.SendGoalService.Response(accepted=True)
+    handle = ClientGoalHandle(action_client, UUID(uuid=list(goal_uuid)), response)
+    return handle, handle.get_result_async()
+
+
+def forget_result_request(action_client: Any, future: Any) -> None:
+    """Stop waiting for the answer to a result request (one sent to a planner that died): rclpy
+    keeps every unanswered request until its answer, which will not come. A late answer is then
+    dropped by rclpy with a warning. Also forgets the goal's feedback callback (rclpy's own
+    clean-up at a result), which the caller re-registers if it still wants feedback."""
+    action_client._remove_pending_result_request(future)  # noqa: SLF001 - rclpy has no API for it
 
 
 class Handshake:
@@ -219,6 +250,42 @@ class _Pending:
         return guarded(lambda: self.send_once(True)) is None  # None: the client is being destroyed
 
 
+@dataclass
+class _Awaited:
+    """An accepted goal whose result the client still waits for, as a takeover sees it."""
+
+    goal_id: str
+    accepted_ns: int                  # the accepting server's stamp (0: unknown, e.g. found by a query)
+    reattach: Callable[[str, int], None]   # ask the (new) server for the result again: (planner, term)
+    lose: Callable[[str], None]       # end the goal with this message
+
+
+class _Reattach:
+    """A takeover's re-attach, run on the watchdog thread: once the new planner's action server
+    answers (a handshake, see HANDSHAKE_TRY_S: a request sent before it has matched our readers
+    would be served but its answer dropped), ask it for the result of each adopted goal. Goal
+    requests still unanswered wait for that handshake too before the watchdog queries them."""
+
+    def __init__(self, action_client: Any, planner: str, term: int, goals: list[_Awaited],
+                 done: Callable[[str], bool], on_spin_thread: Callable[[Callable[[], None]], None]) -> None:
+        self.hs = Handshake(action_client)
+        self.planner, self.term, self.goals, self.done = planner, term, goals, done
+        self.on_spin_thread = on_spin_thread
+
+    def step(self, guarded: Callable[[Callable[[], Any]], Any], requests_waiting: bool) -> bool:
+        """Advance; True when finished (asked, or nothing left to wait for)."""
+        self.goals = [a for a in self.goals if not self.done(a.goal_id)]
+        if not self.goals and not requests_waiting:
+            return True
+        if not self.hs.answered.is_set():
+            guarded(self.hs.step)
+            if not self.hs.answered.is_set():
+                return False
+        for a in self.goals:
+            self.on_spin_thread(functools.partial(a.reattach, self.planner, self.term))
+        return True
+
+
 class GoalClient:
     """Action client for ``plan_task`` on its own node; spin the node in any executor."""
 
@@ -242,6 +309,21 @@ class GoalClient:
         self._watched: list[_Pending] = []
         self._timers: list[tuple[float, Callable[[], None]]] = []
         self._watchdog: threading.Thread | None = None
+        # takeovers (see the module docstring): the active planner's term, every planner's last
+        # role, the accepted goals still waiting for a result, and a re-attach in progress
+        from timely_fleet.msg import PlannerRole
+
+        from llm_planner_node.ros.messages import LATCHED_QOS, ROLE_TOPIC
+
+        self._term: int | None = None     # the first PlannerRole seen sets it; a higher active one raises it
+        self._roles: dict[str, str] = {}  # planner node -> its last role
+        self._awaited: dict[str, _Awaited] = {}
+        self._reattach: _Reattach | None = None
+        self._requery = False             # a takeover: query unanswered goal requests anew
+        self.takeovers = 0
+        self.role_sub = self.node.create_subscription(PlannerRole, ROLE_TOPIC, self._on_role, LATCHED_QOS)
+        self._spin_calls: list[Callable[[], None]] = []
+        self._spin_wakeup = self.node.create_guard_condition(self._run_spin_calls)
 
     def wait_for_server(self, timeout_s: float = 30.0) -> bool:
         """Wait for the planner's action server and for it to answer us (handshake, see above)."""
@@ -265,12 +347,7 @@ class GoalClient:
         """Ask the server for the result of goal ``goal_uuid``: (a client goal handle for that
         id, a future of the GetResult response), answered at once with status UNKNOWN for a
         goal the server does not know, at the goal's end otherwise."""
-        from rclpy.action.client import ClientGoalHandle
-        from unique_identifier_msgs.msg import UUID
-
-        response = self.PlanTask.Impl.SendGoalService.Response(accepted=True)
-        handle = ClientGoalHandle(self.client, UUID(uuid=list(goal_uuid)), response)
-        return handle, handle.get_result_async()
+        return request_result(self.client, goal_uuid)
 
     def send(self, robot_id: str, instruction: str, *, robot_kind: str = "", task_type: str = "",
              tuf: tuple[float, float, float] = TUF_CLASSES["normal"], skill_set: str = "", max_tokens: int = 0,
@@ -284,11 +361,25 @@ class GoalClient:
         goal.cancel_key_sha256 = hashlib.sha256(h.cancel_secret.encode()).hexdigest()
 
         owed: list[int] = []  # after the result: feedback messages still to come
-        attached = threading.Lock()  # one result future feeds got_result, whichever path finds it
+        attached = threading.Lock()  # the goal's answer or a query attaches once, whichever path finds it
+        ended = threading.Lock()     # the goal ends once: the first result (or loss) wins, later ones are ignored
+        asked: list[Any] = []        # the futures of its result requests (a takeover's re-attach adds one)
 
         def finish() -> None:
             self.client._feedback_callbacks.pop(goal_uuid, None)  # noqa: SLF001 - see got_result
             h._done.set()
+
+        def end(result: Any, answer: Any = None) -> bool:
+            """Make ``result`` the goal's result, unless it has one already (False then)."""
+            if not ended.acquire(blocking=False):
+                return False
+            with self._watch_lock:
+                self._awaited.pop(h.goal_id, None)
+            for f in list(asked):  # requests to a planner that died: never answered
+                if f is not answer and not f.done():
+                    self._guarded(lambda f=f: forget_result_request(self.client, f))
+            h._result = result
+            return True
 
         def feedback(msg: Any) -> None:
             h.feedback.append(msg.feedback)
@@ -301,11 +392,12 @@ class GoalClient:
         def got_result(fut: Any) -> None:
             response = fut.result()
             if response.status == 0:  # action_msgs GoalStatus.STATUS_UNKNOWN: not a result at all
-                h._result = self.PlanTask.Result(
-                    status=self.PlanTask.Result.STATUS_REJECTED, response_time_s=-1.0, robot_waiting_s=-1.0,
-                    message="the planner has no record of this goal (its request was lost or its result expired)")
+                result = self._failed_result(
+                    "the planner has no record of this goal (its request was lost or its result expired)")
             else:
-                h._result = response.result
+                result = response.result
+            if not end(result, fut):  # a second answer (the old planner's, or a re-attach's): ignored
+                return
             expected = len(h._result.segments)  # one feedback per dispatched segment
             if len({f.index for f in h.feedback}) >= expected:
                 h._done.set()
@@ -318,10 +410,35 @@ class GoalClient:
             self.client._feedback_callbacks[goal_uuid] = feedback  # noqa: SLF001 - rclpy has no API for it
             self._later(FEEDBACK_GRACE_S, finish)
 
+        def reattach(planner: str, term: int) -> None:
+            """A takeover: ask the new active planner for the result. On the spin thread, so
+            the answer's callback is in place before the executor can take the answer (rclpy
+            drops the goal's feedback callback at its result; got_result puts it back)."""
+            if ended.locked():
+                return
+            got = self._guarded(lambda: self._result_of(goal_uuid))
+            if got is None:
+                return
+            fut = got[1]
+            asked.append(fut)
+            fut.add_done_callback(got_result)
+            self.node.get_logger().info(f"goal {h.goal_id} re-attached to planner {planner} (term {term}) after a "
+                                        "takeover: its result is asked from there")
+
+        def lose(message: str) -> None:
+            if end(self._failed_result(message)):
+                self.node.get_logger().warning(message)
+                finish()
+
         def attach(ros_handle: Any, result_future: Any) -> None:
             if not attached.acquire(blocking=False):
                 return
             h._ros_handle = ros_handle
+            asked.append(result_future)
+            stamp = ros_handle.stamp
+            with self._watch_lock:
+                self._awaited[h.goal_id] = _Awaited(h.goal_id, stamp.sec * 1_000_000_000 + stamp.nanosec,
+                                                    reattach, lose)
             h.accepted.set()
             result_future.add_done_callback(got_result)
 
@@ -350,6 +467,82 @@ class GoalClient:
         self._watch(pending)
         return h
 
+    def _failed_result(self, message: str) -> Any:
+        """The result of a goal that ended without the planner's result: REJECTED with ``message``."""
+        return self.PlanTask.Result(status=self.PlanTask.Result.STATUS_REJECTED, response_time_s=-1.0,
+                                    robot_waiting_s=-1.0, message=message)
+
+    # -- takeovers -------------------------------------------------------------------------------
+    def _on_role(self, msg: Any) -> None:
+        """A PlannerRole on ``planner/active`` (the spin thread). The first one seen sets the
+        term; an active planner of a higher term took over. For each goal waiting for its result:
+
+        - adopted by the new planner (in ``adopted_goal_ids``): its result is asked from the new
+          planner once its action server answers (:class:`_Reattach`); the first answer, the old
+          planner's or the new one's, is the result;
+        - accepted before the new planner became active (its accept stamp before the message's)
+          and not adopted: lost, it ends now (REJECTED, one sentence naming it and the planner);
+        - accepted at or after that stamp: the new planner accepted it itself (the message
+          reached us after its goal response); its result request stands.
+
+        A first message that is already a takeover's (the client never saw the planner before)
+        re-attaches the goals it adopted and ends none.
+        """
+        term = int(msg.term)
+        with self._watch_lock:
+            self._roles[msg.node] = msg.role
+            first = self._term is None
+            if not first and (msg.role != "active" or term <= self._term):
+                return
+            self._term = term
+            adopted = {g.strip().lower() for g in msg.adopted_goal_ids}
+            awaited = list(self._awaited.values())
+            if first and not (msg.role == "active" and adopted & {a.goal_id for a in awaited}):
+                return
+            self.takeovers += 1
+        active_ns = msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec
+        follow = [a for a in awaited if a.goal_id in adopted]
+        for a in awaited:
+            if not first and a.goal_id not in adopted and not (active_ns and a.accepted_ns >= active_ns):
+                a.lose(f"goal {a.goal_id} was lost in a planner takeover: the new active planner {msg.node} "
+                       f"(term {term}) did not take it over")
+        with self._watch_lock:
+            self._reattach = _Reattach(self.client, msg.node, term, follow, lambda gid: gid not in self._awaited,
+                                       self._on_spin_thread)
+            # goal requests not yet answered: a result query sent to the planner that died is
+            # never answered, so the watchdog asks the new planner once it answers
+            self._requery = True
+            self._start_watchdog()
+
+    def _on_spin_thread(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` in the executor that spins this client's node (any thread may call this)."""
+        with self._watch_lock:
+            self._spin_calls.append(fn)
+        self._guarded(self._spin_wakeup.trigger)
+
+    def _run_spin_calls(self) -> None:
+        with self._watch_lock:
+            calls, self._spin_calls = self._spin_calls, []
+        for fn in calls:
+            fn()
+
+    @property
+    def planner_term(self) -> int | None:
+        """The active planner's term as far as this client knows (None before any PlannerRole)."""
+        return self._term
+
+    def planner_gone_after_s(self, base_s: float) -> float:
+        """How long the action server may be unseen before its planner counts as gone:
+        ``base_s``, or TAKEOVER_WAIT_S while a standby planner that may take over is known
+        (one whose last PlannerRole says "standby" and that still publishes on planner/active)."""
+        with self._watch_lock:
+            standbys = {n for n, role in self._roles.items() if role == "standby"}
+        if not standbys:
+            return base_s
+        infos = self._guarded(lambda: self.node.get_publishers_info_by_topic(self.role_sub.topic_name)) or []
+        alive = {f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos}
+        return max(base_s, TAKEOVER_WAIT_S) if standbys & alive else base_s
+
     # -- recovery of unanswered goal requests ----------------------------------------------------
     def _watch(self, p: "_Pending") -> None:
         """Check on ``p`` from the watchdog thread until its goal request is answered."""
@@ -377,7 +570,9 @@ class GoalClient:
         unanswered for GOAL_ANSWER_S: ask the server for the goal's result by id. An answer
         with status UNKNOWN (the server has not seen the goal) re-sends the goal under the same
         id (so it can never run twice), at most GOAL_TRIES times; any other answer is the goal's
-        result. A query still unanswered is simply waited on: it is answered at the goal's end."""
+        result. A query still unanswered is simply waited on: it is answered at the goal's end.
+        After a takeover (:meth:`_on_role`) the re-attach's handshake runs here too, and the
+        unanswered goal requests are queried anew once the new planner answers it."""
         while not self._closing.wait(WATCH_PERIOD_S):
             now = time.monotonic()
             with self._watch_lock:
@@ -386,7 +581,19 @@ class GoalClient:
                 watched, self._watched = self._watched, []
             for _, fn in due:
                 fn()
-            keep = [p for p in watched if not p.step(now, self._guarded, self._result_of)]
+            with self._watch_lock:
+                job, requery, self._requery = self._reattach, self._requery, False
+            if requery:
+                for p in watched:
+                    p.query, p.due = None, 0.0
+            if job is not None and job.step(self._guarded, requests_waiting=bool(watched)):
+                with self._watch_lock:
+                    if self._reattach is job:
+                        self._reattach = None
+            if job is not None and not job.hs.answered.is_set():  # no query before the new planner answers
+                keep = watched
+            else:
+                keep = [p for p in watched if not p.step(now, self._guarded, self._result_of)]
             with self._watch_lock:
                 self._watched.extend(keep)
 

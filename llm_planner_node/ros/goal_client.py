@@ -423,7 +423,7 @@ class GoalClient:
             asked.append(fut)
             fut.add_done_callback(got_result)
             self.node.get_logger().info(f"goal {h.goal_id} re-attached to planner {planner} (term {term}) after a "
-                                        "takeover: its result is asked from there")
+                                        "takeover")
 
         def lose(message: str) -> None:
             if end(self._failed_result(message)):

@@ -38,6 +38,16 @@ Contract (both the live vLLM backend and ``engines/sim_engine.py`` implement it)
   blocks in the prefix cache and compiles the grammars); blocks until done, reports no event.
   The service calls it with one spec per robot kind and skill set of the fleet, and the shipped
   planner's canonical plans of that kind, whenever it starts an engine.
+- ``adopt(spec, generated_ids, segments)``: register a suspended generation of ``spec`` (a new
+  gen_id) whose plan so far is ``generated_ids`` (the concatenated ``SegmentEvent.token_ids``
+  of segments ``0..segments-1``, ending at the boundary after segment ``segments - 1``), as if
+  it had been added, generated those tokens and been suspended at that boundary (no event is
+  reported for them); ``resume`` continues it, greedy decoding token for token as an
+  uninterrupted generation. A standby planner takes over the goals of one that died this way.
+  Ids that do not end at that boundary (or that the plan had already ended or could not have
+  written) raise ValueError at once. (The concatenated token ids of segments ``0..k-1`` are
+  exactly what the engine kept at that boundary; when one token completes several segments,
+  the boundary is the one after the last of them.)
 - ``abort``, ``suspend``, ``resume`` and ``retain`` of an id the engine no longer runs are no-ops (events
   and commands cross in the live engine).
 
@@ -168,6 +178,14 @@ class Engine(Protocol):
     def add(self, spec: GenerationSpec) -> None: ...
 
     def resume(self, gen_id: int, priority: int = 0) -> None: ...
+
+    def adopt(self, spec: GenerationSpec, generated_ids: Sequence[int], segments: int) -> None:
+        """Register a suspended generation of ``spec`` whose plan so far is ``generated_ids``: the ids
+        of segments 0..segments-1, ending at the boundary after segment ``segments - 1``, as if it had
+        been added, generated those tokens and been suspended at that boundary (no event is reported
+        for them). ``resume(spec.gen_id)`` then continues it: its next SegmentEvent has index
+        ``segments``; greedy decoding so resumed is token-identical to an uninterrupted generation."""
+        ...
 
     def suspend(self, gen_id: int) -> None: ...
 

@@ -20,6 +20,8 @@ One generation on a server (OpenAI-compatible ``POST /v1/completions``, streamed
   stream is closed (vLLM aborts a request whose client went away) and the token ids are kept.
 - ``resume``: a new completion from ``prompt ids + generated ids`` with the *resume grammar* of
   what was generated (``grammar.GrammarState``), so segmented == unsegmented token for token.
+- ``adopt``: as the in-process engine (the shared streams replay the ids); its ``resume`` goes to
+  a server as a new generation would.
 - ``num_cached_tokens``: the server reports it (``usage.prompt_tokens_details.cached_tokens``,
   with ``--enable-prompt-tokens-details`` and ``stream_options.include_usage``) only at the end
   of a stream that ends by itself: a resume that runs to the plan's end reports it exactly
@@ -312,6 +314,13 @@ class RemoteEngine:
 
     def resume(self, gen_id: int, priority: int = 0) -> None:
         self._call(self._resume, gen_id, priority)
+
+    def adopt(self, spec: GenerationSpec, generated_ids: Sequence[int], segments: int) -> None:
+        """A suspended generation of ``spec`` that generated ``generated_ids`` (segments
+        0..segments-1; Engine.adopt): its segmenter, detokeniser and grammar state are advanced
+        over them here, as its stream would have (ValueError at once if they do not end at that
+        boundary); ``resume`` then sends ``prompt ids + generated_ids`` with the resume grammar."""
+        self._call(self.streams.park, self.streams.adopted(spec, generated_ids, segments))
 
     def suspend(self, gen_id: int) -> None:
         self._call(self.streams.suspend, gen_id, False)

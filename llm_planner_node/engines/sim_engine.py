@@ -1,7 +1,7 @@
 """Simulated inference engine: an iteration-level discrete-event model of continuous batching.
 
 It implements :class:`~llm_planner_node.core.engine_api.Engine` with the live engine's
-semantics (add, suspend at segment boundaries, resume from kept token ids, abort) and a
+semantics (add, suspend at segment boundaries, resume from kept token ids, abort, adopt) and a
 calibrated time model. Each iteration runs every running generation once and gives each one
 token; its duration is
 
@@ -261,6 +261,25 @@ class SimEngine:
         g.pending_prefill = ctx - cached
         g.cached_report = cached
         self._running[gen_id] = g
+
+    def adopt(self, spec: GenerationSpec, generated_ids: Sequence[int], segments: int) -> None:
+        """A generation of ``spec`` suspended at the boundary after segment ``segments - 1``, having
+        generated ``generated_ids`` (the ids of segments 0..segments-1; no event is reported for
+        them). Its context is in no cache here: ``resume`` re-prefills it (a resume miss)."""
+        p = _sim_prompt(spec.prompt)
+        g = _Gen(spec, p, _cumulative(p.segments))
+        n = len(generated_ids)
+        if not 0 <= segments < len(g.ends):
+            raise ValueError(f"a generation of this {len(g.ends)}-segment plan can be adopted after 0 to "
+                             f"{len(g.ends) - 1} segments, not {segments}")
+        end = g.ends[segments - 1] if segments else 0
+        if n != end:
+            raise ValueError(f"the first {segments} segment(s) of this plan are {end} tokens, "
+                             f"but {n} generated ids were given")
+        if n >= spec.max_tokens:
+            raise ValueError(f"{n} generated ids reach max_tokens ({spec.max_tokens}): the generation had ended")
+        g.generated, g.segment = n, segments
+        self._suspended[spec.gen_id] = g
 
     def suspend(self, gen_id: int) -> None:
         g = self._running.pop(gen_id, None)

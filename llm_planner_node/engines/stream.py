@@ -24,7 +24,7 @@ from llm_planner_node.core.engine_api import (EngineEvent, FailedEvent, Finished
                                               TokensEvent)
 from llm_planner_node.core.outcomes import FinishReason
 from llm_planner_node.prompts.grammar import Derivatives, GrammarState, derivatives_for
-from llm_planner_node.segmenters import PlanError, Segmenter, get_segmenter
+from llm_planner_node.segmenters import PlanError, Segment, Segmenter, get_segmenter
 from llm_planner_node.segmenters.detok import IncrementalDetokenizer
 
 log = logging.getLogger(__name__)
@@ -76,9 +76,9 @@ class GenerationStreams:
     The engine passes ``stop_stream(gen)``, which ends the generation's running request (its
     stream reports nothing after it), and may pass ``forget(gen_id)``, which drops what the
     engine keeps of a generation that finished, failed or was aborted. Everything runs on the
-    engine's event-loop thread, except :meth:`prompt_ids`, :meth:`new_gen`,
-    :meth:`reserved_tokens`, :meth:`running`, :meth:`events` and :meth:`wake`, which the core's
-    thread calls too.
+    engine's event-loop thread, except :meth:`prompt_ids`, :meth:`new_gen`, :meth:`adopted` (on a
+    generation not registered yet), :meth:`reserved_tokens`, :meth:`running`, :meth:`events` and
+    :meth:`wake`, which the core's thread calls too.
     """
 
     def __init__(self, params: EngineParams, clock: Clock, model_path: str, *, constrained_decoding: str,
@@ -128,6 +128,46 @@ class GenerationStreams:
             gen.grammar = derivatives.state()
             gen.gbytes = codecs.getincrementaldecoder("utf-8")("replace")
         return gen
+
+    def adopted(self, spec: GenerationSpec, generated_ids: Sequence[int], segments: int) -> Generation:
+        """A generation of ``spec`` suspended at the boundary after segment ``segments - 1``, having
+        generated ``generated_ids`` (Engine.adopt; not registered yet: :meth:`park` does that).
+        The ids go through :meth:`feed_token` as a stream's do, so the segmenter, detokeniser and
+        grammar state stand where the generation's own stood at that boundary; nothing is
+        reported. Raises ValueError if the ids do not end exactly there, or if the plan could not
+        go on from them (an end of sequence, text the segmenter or the plan grammar refuses, max
+        tokens reached, the end of the ids inside a UTF-8 character)."""
+        gen = self.new_gen(spec)
+        ids = [int(t) for t in generated_ids]
+        if segments < 0:
+            raise ValueError(f"segments must be 0 or more, got {segments}")
+        if len(ids) >= spec.max_tokens:
+            raise ValueError(f"{len(ids)} generated ids reach max_tokens ({spec.max_tokens}): the generation had ended")
+        cut = 0
+        for i, tid in enumerate(ids):
+            try:
+                done = self.feed_token(gen, tid)
+            except PlanError as e:
+                raise ValueError(f"generated id {i} makes the text an invalid plan: {e}") from None
+            if done is None:
+                raise ValueError(f"generated id {i} is an end of sequence: the plan had ended")
+            if done:
+                cut += len(done)
+                gen.seg_start = len(gen.kept)
+        if cut != segments:
+            raise ValueError(f"the generated ids complete {cut} segment(s), not {segments}")
+        if gen.seg_start != len(gen.kept):
+            raise ValueError(f"the generated ids run {len(gen.kept) - gen.seg_start} token(s) past the "
+                             f"boundary after segment {segments - 1}")
+        if self._grammar_mid_char(gen):
+            raise ValueError("the generated ids end inside a UTF-8 character, where no generation is suspended")
+        if gen.grammar is not None and self._grammar_state(gen) is None:
+            raise ValueError("the generated text leaves the plan grammar: it cannot be continued under it")
+        return gen
+
+    def park(self, gen: Generation) -> None:
+        """Register ``gen`` (from :meth:`adopted`) as suspended: ``resume`` starts its request."""
+        self.gens[gen.spec.gen_id] = gen
 
     def start_attempt(self, gen: Generation, fresh: bool) -> None:
         """``gen``'s request is about to start (a fresh generation is registered): a new attempt,
@@ -201,18 +241,15 @@ class GenerationStreams:
             self._events.put(TokensEvent(gen.spec.gen_id, now, n, cached, tuple(gen.kept[len(gen.kept) - n:])))
 
         for i, tid in enumerate(new):
-            gen.kept.append(tid)
             n += 1
-            if tid in self.eos_ids:
-                break
-            self.grammar_feed(gen, tid)
-            text = gen.detok.push(tid)
             try:
-                segments = gen.segmenter.feed(text)
+                segments = self.feed_token(gen, tid)
             except PlanError as e:
                 report()
                 self.fail(gen, f"invalid plan: {e}", invalid_plan=True)
                 return True
+            if segments is None:
+                break
             if segments:
                 report()
                 cached, n = None, 0
@@ -228,6 +265,17 @@ class GenerationStreams:
         if n:
             report()
         return False
+
+    def feed_token(self, gen: Generation, tid: int) -> list[Segment] | None:
+        """Keep token ``tid`` of ``gen`` and feed it to its grammar state, detokeniser and
+        segmenter: the segments it completes (often none), or None if it is an end of sequence
+        (kept, fed to nothing). The one place a generation's tokens become segments (streams,
+        adoption and warm-up alike); raises the segmenter's PlanError."""
+        gen.kept.append(tid)
+        if tid in self.eos_ids:
+            return None
+        self.grammar_feed(gen, tid)
+        return gen.segmenter.feed(gen.detok.push(tid))
 
     def finish(self, gen: Generation, finish_reason: str | None, now: float) -> None:
         """The request ended by itself (``finish_reason``: ``length`` at max tokens, else the end
@@ -351,12 +399,12 @@ class GenerationStreams:
                 return []
             ids = self.tokenizer(plan, add_special_tokens=False)["input_ids"]
             for tid in ids[:-1]:  # the last token ends the plan: no resume after it
-                gen.kept.append(tid)
-                self.grammar_feed(gen, tid)
                 try:
-                    cut = gen.segmenter.feed(gen.detok.push(tid))
+                    cut = self.feed_token(gen, tid)
                 except PlanError:
                     break  # not a plan of this skill set: nothing more to learn from it
+                if cut is None:
+                    break
                 if cut and not self._grammar_mid_char(gen):
                     state = self._grammar_state(gen)
                     if state is None:

@@ -16,6 +16,10 @@ How a generation runs (TimelyLLM 4.1, "context switching"):
 - ``resume``: ``TokensPrompt(prompt_ids + generated_ids)``: never re-tokenised text, so the
   token sequence is exactly the one an unsegmented generation would have; the prefix cache
   serves the kept context and ``num_cached_tokens`` is reported on the next TokensEvent.
+- ``adopt``: a generation another engine started (a planner that died) is registered suspended
+  from the token ids of its segments so far, fed through the same segmenter, detokeniser and
+  grammar bookkeeping as streamed tokens (nothing reported); its ``resume`` is an ordinary one
+  (on a fresh engine, a prefill of the whole context).
 - Priorities pass through: the engine runs with ``scheduling_policy="priority"`` and every
   add/resume carries the core's rank of that admission (vLLM orders its waiting requests by it
   when its own batch or KV space is full).
@@ -226,6 +230,13 @@ class VllmEngine:
 
     def resume(self, gen_id: int, priority: int = 0) -> None:
         self._call(self._resume, gen_id, priority)
+
+    def adopt(self, spec: GenerationSpec, generated_ids: Sequence[int], segments: int) -> None:
+        """A suspended generation of ``spec`` that generated ``generated_ids`` (segments
+        0..segments-1; Engine.adopt): its segmenter, detokeniser and grammar state are advanced
+        over them here, as its stream would have (ValueError at once if they do not end at that
+        boundary); ``resume`` then sends ``prompt ids + generated_ids`` with the resume grammar."""
+        self._call(self.streams.park, self.streams.adopted(spec, generated_ids, segments))
 
     def suspend(self, gen_id: int) -> None:
         self._call(self.streams.suspend, gen_id, False)

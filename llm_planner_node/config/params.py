@@ -176,7 +176,7 @@ class PlannerParams:
     #: term they have seen (core/link.py); raised at run time by a planner that takes over
     term: int = _rule(1, ge=1)
     #: start as a standby: follow the active planner's journal (planner/journal) and take over its
-    #: goals when it falls silent; serve nothing before (docs/guides/failover.md; ``up --standby``)
+    #: goals when it falls silent; serve nothing before (docs/failover.md; ``up --standby``)
     standby: bool = False
     #: seconds of the active planner's silence after which a standby takes over (0: half of
     #: security.lease_s, so the new planner's first heartbeat reaches the robots before their lease ends)

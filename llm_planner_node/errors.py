@@ -1,8 +1,27 @@
-"""The error every command raises for a mistake the user can fix (below the commands and the
-composition root, so both import it without importing each other)."""
+"""The user's mistakes: the error every command raises for one it can name (:class:`CommandError`)
+and which exceptions count as one (:func:`is_user_error`). Below the commands, the tools and the
+composition root, so all of them import it without importing each other."""
 
 from __future__ import annotations
+
+import sys
 
 
 class CommandError(Exception):
     """A mistake the user can fix; its message is one sentence saying what to change."""
+
+
+#: Exceptions that are user mistakes, as (module, class): matched only if the module was imported
+#: (a class from a module that never loaded cannot have been raised), so nothing is imported here.
+USER_ERRORS = (("llm_planner_node.errors", "CommandError"), ("llm_planner_node.config.params", "ParamError"),
+               ("llm_planner_node.tools.evaluation.workload_spec", "SpecError"), ("llm_planner_node.models", "ModelError"),
+               ("llm_planner_node.security.sros2_policy", "PolicyError"))
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a mistake the user can fix (a command prints it as one sentence)."""
+    for module_name, cls_name in USER_ERRORS:
+        cls = getattr(sys.modules.get(module_name), cls_name, None)
+        if isinstance(cls, type) and isinstance(exc, cls):
+            return True
+    return False

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llm_planner_node.cli import CommandError
+from llm_planner_node.errors import CommandError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -141,7 +141,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from llm_planner_node.cli.operator import read_secret
+    from llm_planner_node.security.operator_secret import read_secret
     from llm_planner_node.config.params import load_params
     from llm_planner_node.agents_mcp.bridge import FleetBridge
     from llm_planner_node.agents_mcp.server import build_server

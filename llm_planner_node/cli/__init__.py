@@ -24,27 +24,13 @@ import sys
 from pathlib import Path
 
 from llm_planner_node import __version__
-from llm_planner_node.errors import CommandError
+from llm_planner_node.errors import CommandError, is_user_error
 
-__all__ = ["CommandError", "main"]
+__all__ = ["CommandError", "is_user_error", "main"]
 
-
-#: Exceptions that are user mistakes, as (module, class): matched only if the module was imported
-#: (a class from a module that never loaded cannot have been raised), so importing this CLI stays cheap.
-USER_ERRORS = (("llm_planner_node.errors", "CommandError"), ("llm_planner_node.config.params", "ParamError"),
-               ("llm_planner_node.tools.evaluation.workload_spec", "SpecError"), ("llm_planner_node.models", "ModelError"),
-               ("llm_planner_node.security.sros2_policy", "PolicyError"))
 
 #: Exit status after a closed output pipe: 128 + SIGPIPE, what a shell reports for a killed writer.
 EXIT_BROKEN_PIPE = 141
-
-
-def is_user_error(exc: BaseException) -> bool:
-    for module_name, cls_name in USER_ERRORS:
-        cls = getattr(sys.modules.get(module_name), cls_name, None)
-        if isinstance(cls, type) and isinstance(exc, cls):
-            return True
-    return False
 
 
 #: name -> (one-line help, module with add_arguments/run). Nested groups use "group name".

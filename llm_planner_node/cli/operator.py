@@ -24,16 +24,13 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
-import stat
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from llm_planner_node.cli import CommandError
+from llm_planner_node.security.operator_secret import SECRET_ENV, read_secret
 
-SECRET_ENV = "TIMELY_FLEET_OPERATOR_SECRET"
 RESEND_S = 1.0
 
 
@@ -53,28 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"file holding the operator secret (mode 0600; default: ${SECRET_ENV})")
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="give up when no planner answers within this many seconds (default: %(default)s)")
-
-
-def read_secret(path: str | None) -> str:
-    """The operator secret: the first line of ``path`` (refused if others may read it), else
-    ``$TIMELY_FLEET_OPERATOR_SECRET``, else "" (enough with ``security.mode: off``)."""
-    if path is None:
-        return os.environ.get(SECRET_ENV, "").strip()
-    p = Path(path).expanduser()
-    try:
-        mode = p.stat().st_mode
-        text = p.read_text()
-    except FileNotFoundError:
-        raise CommandError(f"--secret-file {p} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CommandError(f"--secret-file {p} cannot be read ({getattr(e, 'strerror', None) or e})") from None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise CommandError(f"--secret-file {p} may be read by other users: `chmod 600 {p}` first")
-    lines = text.splitlines()
-    secret = lines[0].strip() if lines else ""
-    if not secret:
-        raise CommandError(f"--secret-file {p} is empty: write the operator secret on its first line")
-    return secret
 
 
 def call(srv_type: Any, name: str, request: Any, namespace: str, timeout_s: float) -> tuple[Any, float]:

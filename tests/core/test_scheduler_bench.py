@@ -21,5 +21,8 @@ def test_bench_json(tmp_path, capsys):
 
 def test_bench_queue_is_mixed():
     import numpy as np
-    v = scheduler_bench.make_queue(300, np.random.default_rng(0)).view()
+
+    from llm_planner_node.tools.decision_cost import make_queue
+
+    v = make_queue(300, np.random.default_rng(0)).view()
     assert len(v) == 300 and (v.k == 0).any() and (v.k > 0).any() and len(set(v.ert)) == 2

@@ -69,7 +69,7 @@ class Servers:
     port, ``ensure_up()`` restarts any that a test left stopped."""
 
     def __init__(self, logs: Path) -> None:
-        from llm_planner_node.cli.serve_engine import free_port
+        from llm_planner_node.vllm_server import free_port
 
         self.logs = logs
         self.ports = [free_port(), free_port()]
@@ -77,7 +77,7 @@ class Servers:
         self.procs: list = [None, None]
 
     def start(self, i: int) -> None:
-        from llm_planner_node.cli.serve_engine import start_server
+        from llm_planner_node.vllm_server import start_server
 
         cores = str(i) if (os.cpu_count() or 1) > 1 else None
         self.procs[i] = start_server(REMOTE_PARAMS, self.ports[i], cpu_cores=cores,
@@ -85,7 +85,7 @@ class Servers:
 
     def kill(self, i: int) -> None:
         """SIGKILL: the server and its engine vanish mid-stream."""
-        from llm_planner_node.cli.serve_engine import stop_server
+        from llm_planner_node.vllm_server import stop_server
 
         stop_server(self.procs[i], hard=True)
 
@@ -98,7 +98,7 @@ class Servers:
         return self.procs[i] is not None and self.procs[i].poll() is None
 
     def wait(self, i: int, timeout_s: float = 420.0) -> None:
-        from llm_planner_node.cli.serve_engine import wait_ready
+        from llm_planner_node.vllm_server import wait_ready
 
         try:
             wait_ready(self.urls[i], timeout_s, self.procs[i])
@@ -114,7 +114,7 @@ class Servers:
             self.wait(i)
 
     def stop_all(self) -> None:
-        from llm_planner_node.cli.serve_engine import stop_server
+        from llm_planner_node.vllm_server import stop_server
 
         for p in self.procs:
             if p is not None:

@@ -314,7 +314,7 @@ def test_remote_is_built_from_the_parameters():
 
 def test_serve_engine_command_has_what_the_remote_engine_needs():
     from llm_planner_node.config.params import EngineParams
-    from llm_planner_node.cli.serve_engine import serve_command
+    from llm_planner_node.vllm_server import serve_command
 
     cmd = serve_command(EngineParams(kv_cache_gib=0.0625, max_model_len=512, tensor_parallel_size=2), port=9001,
                         pipeline_parallel_size=2)

@@ -23,7 +23,7 @@ def _example(heading: str) -> str:
 def test_the_new_policy_example_is_selectable_and_completes_every_goal():
     import numpy as np
 
-    from llm_planner_node.tools.bench.scheduler_bench import make_queue
+    from llm_planner_node.tools.decision_cost import make_queue
     from llm_planner_node.core.policies import get_policy
     from llm_planner_node.core.policies.base import REGISTRY
     from llm_planner_node.tools.sim.simulation import simulate

@@ -40,7 +40,7 @@ import sys
 import time
 from typing import Any
 
-from llm_planner_node.cli import outfiles
+from llm_planner_node.tools import outfiles
 
 DECODE_PROMPT_TOKENS = 16
 

@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llm_planner_node.cli import outfiles
 from llm_planner_node.core.engine_api import FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent, TokensEvent
 from llm_planner_node.config.params import EngineParams
+from llm_planner_node.tools import outfiles
 
 PARAMS = EngineParams(kind="vllm", model="embedded", max_model_len=512, block_size=32, kv_cache_gib=0.0625,
                       max_num_seqs=16)
@@ -173,7 +173,7 @@ def _spec_args(goal: tuple[str, str, str]) -> tuple:
 def run_bench(goals: int = 22, skip_inprocess: bool = False, repeats: int = 3, log=print) -> dict[str, Any]:
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.engines.remote_engine import RemoteEngine
-    from llm_planner_node.cli.serve_engine import free_port, start_server, stop_server, wait_ready
+    from llm_planner_node.vllm_server import free_port, start_server, stop_server, wait_ready
 
     ids = _Ids()
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()},

@@ -31,7 +31,7 @@ import numpy as np
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC, SkillCall
 
-from llm_planner_node.cli import outfiles
+from llm_planner_node.tools import outfiles
 
 SIMPLE_DRONE = ("move_forward", "move_backward", "move_left", "move_right", "move_up", "move_down")
 

@@ -1225,7 +1225,7 @@ def config_of(args: argparse.Namespace) -> Config:
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
     if cfg.robots < 2:
-        from llm_planner_node.cli import CommandError
+        from llm_planner_node.errors import CommandError
 
         raise CommandError("--robots must be at least 2 (one adapter process is killed and restarted)")
     r = in_workdir("faults_bench_", lambda workdir: run_campaign(cfg, workdir))

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from llm_planner_node.cli import outfiles
+from llm_planner_node.tools import outfiles
 
 MAX_TOKENS = 128
 
@@ -318,7 +318,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from llm_planner_node.cli import CommandError
+    from llm_planner_node.errors import CommandError
     from llm_planner_node.config.params import load_params
 
     from llm_planner_node.models import ModelError, engine_for_model
@@ -327,7 +327,7 @@ def run(args: argparse.Namespace) -> int:
         engine_params = engine_for_model(replace(load_params(args.params, check=False).planner.engine, kind="vllm"),
                                          getattr(args, "model", None))
     except ModelError as e:
-        from llm_planner_node.cli import CommandError
+        from llm_planner_node.errors import CommandError
 
         raise CommandError(str(e)) from None
     if args.matcher_only:

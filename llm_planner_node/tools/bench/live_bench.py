@@ -104,7 +104,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from llm_planner_node.cli import outfiles
+from llm_planner_node.tools import outfiles
 
 TARGET_RATIO = {"vllm": 0.9, "timelyllm": 0.75}
 MAX_TOKENS = 128
@@ -864,7 +864,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from llm_planner_node.cli import CommandError
+    from llm_planner_node.errors import CommandError
     from llm_planner_node.config.params import load_params
 
     if importlib.util.find_spec("vllm") is None:

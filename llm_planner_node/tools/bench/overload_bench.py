@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from llm_planner_node.cli import outfiles
+from llm_planner_node.tools import outfiles
 
 WID1_PER_AGENT_GOALS_S = 0.25 * 4.5 / 25  # eps x mean tasks per event / agents = 0.045
 DEFAULT_AGENTS = (25, 100, 200, 300, 400, 700, 1000, 2000, 5000)
@@ -196,7 +196,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llm_planner_node.cli import CommandError
+    from llm_planner_node.errors import CommandError
 
     try:
         agents = [int(a) for a in args.agents.split(",") if a.strip()]

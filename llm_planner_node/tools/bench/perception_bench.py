@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_planner_node.cli import outfiles
+from llm_planner_node.tools import outfiles
 
 #: labels the simulator has real photographs of, with sizes (cm: width, height) and centre heights
 OBJECTS = {"cat": ((50.0, 40.0), 20.0), "person": ((60.0, 170.0), 85.0), "motorcycle": ((200.0, 110.0), 55.0),
@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llm_planner_node.cli import CommandError
+    from llm_planner_node.errors import CommandError
     from robot_adapters import netns
 
     if args.json:

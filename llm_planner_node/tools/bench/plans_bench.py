@@ -86,9 +86,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from llm_planner_node.cli import outfiles
 from llm_planner_node.core.plan_limits import PlanLimits
 from llm_planner_node.core.budgets import exceeded
+from llm_planner_node.tools import outfiles
 from llm_planner_node.tools.bench import plan_match as pm
 
 DEFAULT_INSTRUCTIONS = Path(__file__).resolve().parent / "plans_heldout.jsonl"
@@ -888,7 +888,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from llm_planner_node.cli import CommandError
+    from llm_planner_node.errors import CommandError
     from llm_planner_node.models import engine_for_model
     from llm_planner_node.config.params import load_params
 

@@ -132,7 +132,7 @@ def adversarial_plans() -> list[tuple[str, str, str]]:
     return plans
 
 
-def _fleet_yaml(n: int, max_calls: int, lease_s: float, approval: bool) -> dict[str, Any]:
+def _fleet_yaml(n: int, max_calls: int, lease_s: float) -> dict[str, Any]:
     robots = []
     for i in range(n):
         if i % 5 == 4:  # arms keep their kind's default budget (30 skills)
@@ -140,18 +140,12 @@ def _fleet_yaml(n: int, max_calls: int, lease_s: float, approval: bool) -> dict[
         else:
             r: dict[str, Any] = {"id": f"drone_{i}", "kind": "drone", "adapter": "sim",
                                  "budget": {"max_calls": max_calls, "fence_cm": list(FENCE)}}
-            if approval and i % 5 == 0:
+            if i % 5 == 0:
                 r["approval"] = {"skills": ["land"], "timeout_s": 5.0}
             robots.append(r)
     return {"planner": {"policy": "timelyllm", "engine": {"kind": "scripted"}, "robot_timeout_s": 30.0,
                         "max_tokens": 1024},  # long adversarial plans are refused by budget, not truncated
             "security": {"mode": "off", "lease_s": lease_s}, "robots": robots}
-
-
-def _has_command(name: str) -> bool:
-    from llm_planner_node.cli import COMMANDS
-
-    return name in COMMANDS
 
 
 class Recorder:
@@ -222,8 +216,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
 
-    approvals_on = _has_command("approve")
-    fleet = _fleet_yaml(args.robots, args.max_calls, args.lease_s, approvals_on)
+    fleet = _fleet_yaml(args.robots, args.max_calls, args.lease_s)
     params = workdir / "fleet.yaml"
     params.write_text(yaml.safe_dump(fleet))
     budgets = {r["id"]: Budget(max_calls=args.max_calls if r["kind"] == "drone" else 30,
@@ -251,10 +244,8 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             if not client.wait_for_server(120.0):
                 raise RuntimeError(f"the planner did not come back; see {workdir / 'planner2.log'}")
             time.sleep(2.0)
-            out["estop"] = _phase_estop(client, rec, kinds, args, params) if _has_command("stop") else \
-                {"skipped": "timely-fleet stop is not available"}
-            out["approvals"] = _phase_approvals(client, rec, kinds, args, params) if approvals_on else \
-                {"skipped": "timely-fleet approve is not available"}
+            out["estop"] = _phase_estop(client, rec, kinds, args, params)
+            out["approvals"] = _phase_approvals(client, rec, kinds, args, params)
         client.destroy()
         rec.node.destroy_node()
     finally:
@@ -467,14 +458,11 @@ def report(r: dict[str, Any]) -> str:
     lines.append(f"planner kill: {k['stopped']} of {k['robots_moving']} robots with a segment in hand (executing "
                  f"or queued) stopped, the slowest {k['stop_s_max']} s after the kill (lease {k['lease_s']:g} s)")
     e = r["estop"]
-    lines.append("emergency stop: " + (e["skipped"] if "skipped" in e else
-                                       f"{e['stopped']} of {e['robots']} robots stopped, the slowest "
-                                       f"{e['stop_s_max']} s after the service call (answered in "
-                                       f"{e['service_answer_s']} s); a second stop from the command line: "
-                                       f"status {e['second_stop_cli']['status']}"))
+    lines.append(f"emergency stop: {e['stopped']} of {e['robots']} robots stopped, the slowest "
+                 f"{e['stop_s_max']} s after the service call (answered in {e['service_answer_s']} s); "
+                 f"a second stop from the command line: status {e['second_stop_cli']['status']}")
     a = r["approvals"]
-    lines.append("approvals: " + (a["skipped"] if "skipped" in a else
-                                  "; ".join(f"{k}: {v['status']}" for k, v in a.items())))
+    lines.append("approvals: " + "; ".join(f"{k}: {v['status']}" for k, v in a.items()))
     return "\n".join(lines)
 
 
@@ -498,7 +486,7 @@ def run(args: argparse.Namespace) -> int:
         import random
 
         args.domain_id = random.randint(150, 199)
-    from llm_planner_node.cli import outfiles
+    from llm_planner_node.tools import outfiles
 
     # its own ROS domain: the bench starts a planner and adapters of its own, which must neither
     # serve nor disturb a fleet running on this host's domain

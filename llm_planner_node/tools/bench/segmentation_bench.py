@@ -38,7 +38,7 @@ import statistics
 import time
 from typing import Any
 
-from llm_planner_node.cli import outfiles
+from llm_planner_node.tools import outfiles
 
 TARGET_US_PER_TOKEN = 20.0
 

@@ -173,7 +173,7 @@ def _check_arguments(args: argparse.Namespace, policies: list[str]) -> None:
     """Refuse what cannot run, before anything runs (CommandError: one sentence)."""
     import difflib
 
-    from llm_planner_node.cli import CommandError
+    from llm_planner_node.errors import CommandError
 
     if not policies:
         raise CommandError(f"--policy names no policy (known: {', '.join(policy_names())})")
@@ -204,7 +204,7 @@ def _check_arguments(args: argparse.Namespace, policies: list[str]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The command; a user mistake ends it with one sentence on stderr and status 2."""
-    from llm_planner_node.cli import is_user_error
+    from llm_planner_node.errors import is_user_error
 
     configure_logging(getattr(args, "log_level", "info"), ros=getattr(args, "engine", "sim") != "sim")
     try:

@@ -121,7 +121,7 @@ def bag_paths(bag: str | None, policies: Sequence[str]) -> dict[str, str | None]
 def run_live(spec: EvalSpec, policies: Sequence[str], seed: int,
              args: argparse.Namespace) -> list[dict[str, Any]] | None:
     """Each policy live, one after the other; every parameter is checked before anything starts."""
-    from llm_planner_node.cli import CommandError
+    from llm_planner_node.errors import CommandError
 
     if getattr(args, "attach", False) and len(policies) != 1:
         raise CommandError("--attach evaluates the running node's policy: give exactly one --policy "
@@ -185,7 +185,7 @@ def _run_one(spec: EvalSpec, arrivals: Sequence[Any], policy: str, context: Any,
                                      or rec.counts[GOALS_TOPIC] < len(got_goals)))):
             ex.spin_once(timeout_sec=0.1)
     except TimeoutError as e:
-        from llm_planner_node.cli import CommandError
+        from llm_planner_node.errors import CommandError
 
         raise CommandError(str(e)) from None
     finally:

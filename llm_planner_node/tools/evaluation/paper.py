@@ -174,10 +174,10 @@ def _arm_by_trace(a: Arrival) -> Arrival:
 
 
 def _overheads(quick: bool, spec: EvalSpec | None = None) -> dict[str, Any]:
-    from llm_planner_node.tools.bench import scheduler_bench
+    from llm_planner_node.tools.decision_cost import measure
 
-    t5 = scheduler_bench.measure("timelyllm", sizes=(1, 2, 4, 6, 8), rounds=3 if quick else 5,
-                                 min_round_s=0.005 if quick else 0.02)
+    t5 = measure("timelyllm", sizes=(1, 2, 4, 6, 8), rounds=3 if quick else 5,
+                 min_round_s=0.005 if quick else 0.02)
     t4 = []
     try:
         from llm_planner_node.segmenters import get_segmenter, segment_all

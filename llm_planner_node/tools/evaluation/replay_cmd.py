@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llm_planner_node.cli import CommandError
+    from llm_planner_node.errors import CommandError
 
     if not Path(args.bag).exists():
         raise CommandError(f"{args.bag} does not exist: give a bag recorded with `timely-fleet record` "

@@ -23,8 +23,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from llm_planner_node.cli import outfiles
 from llm_planner_node.core.metrics import Outcome, Summary, outcome_stats
+from llm_planner_node.tools import outfiles
 
 FIELDS = ("goals", "completed", "mean_utility", "utility_pct_of_beta", "mean_segment_utility",
           "mean_response_s", "p90_response_s", "mean_waiting_s", "tokens_per_s")

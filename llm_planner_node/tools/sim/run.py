@@ -13,8 +13,8 @@ import argparse
 import json
 import time
 
-from llm_planner_node.cli import outfiles
 from llm_planner_node.core.policies import policy_names
+from llm_planner_node.tools import outfiles
 from llm_planner_node.tools.sim.simulation import simulate
 from llm_planner_node.tools.sim.workload import WORKLOADS, Arrival, generate, load_workload
 

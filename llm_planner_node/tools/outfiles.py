@@ -1,4 +1,4 @@
-"""Output files of the commands (``--json``, ``--plot``): their folder is created on first use,
+"""Output files of the tools' commands (``--json``, ``--plot``): their folder is created on first use,
 so ``--json out/overload/overload.json`` works on a fresh clone."""
 
 from __future__ import annotations

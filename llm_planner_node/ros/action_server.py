@@ -1,9 +1,13 @@
 """The ``plan_task`` action server: rclpy's :class:`~rclpy.action.ActionServer` with goals
 finished later from any thread, a coalesced status array, batched request taking and
-"cancel every goal" refused.
+"cancel every goal" refused; goals taken over from another planner (:meth:`adopt_goal`).
 
 It overrides private methods of rclpy's ActionServer (kilted, jazzy); each override says what it
-replaces and the cost it removes, as measured in this project.
+replaces and the cost it removes, as measured in this project. This module and
+:mod:`.goal_client` are the only places that use rclpy's private names, each behind a named
+function here (:func:`mark_cancelling`, :func:`rcutils_log_emitter`); :data:`RCLPY_CHECKED`
+lists the rclpy versions they were checked against (``tests/ros/test_rclpy_internals.py`` fails
+on another).
 """
 
 from __future__ import annotations
@@ -17,6 +21,36 @@ from rclpy.action.server import GoalEvent, ServerGoalHandle
 from rclpy.executors import await_or_execute
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.task import Future
+
+
+#: rclpy versions whose private names this module and goal_client.py were checked against
+#: (kilted; jazzy's rclpy 7.1 has the same names).
+RCLPY_CHECKED = ("9.1.2",)
+
+
+def mark_cancelling(handle: Any) -> bool:
+    """Move an executing goal to CANCELING, as rclpy does when it accepts a standard cancel
+    request, so the goal ends CANCELED (a cancel through ``planner/cancel_goal`` or an
+    operator's stop); False if it is no longer active or already cancelling."""
+    if not handle.is_active or handle.is_cancel_requested:
+        return False
+    try:
+        handle._update_state(GoalEvent.CANCEL_GOAL)  # noqa: SLF001 - rclpy's cancel path, no public API
+    except Exception:  # noqa: BLE001 - it ended meanwhile
+        return False
+    return True
+
+
+def rcutils_log_emitter() -> Callable[..., None] | None:
+    """rclpy's C logging call, ``(severity, logger name, message, function, file, line)``: a log
+    line without rclpy's per-call caller lookup (``RcutilsLogger.log`` inspects the stack on
+    every call: 12% of the planner's goal thread in a 200-goal burst); None on an rclpy without it."""
+    try:
+        from rclpy.impl.implementation_singleton import rclpy_implementation
+
+        return rclpy_implementation.rclpy_logging_rcutils_log
+    except (ImportError, AttributeError):
+        return None
 
 
 class _CoalescedGoalHandle(ServerGoalHandle):

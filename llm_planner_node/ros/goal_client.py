@@ -60,6 +60,30 @@ class GoalHandle:
     accepted: threading.Event = field(default_factory=threading.Event)
     goal_id: str = ""                 # hex of the action goal's UUID (matches /robot_status goal_id)
     cancel_secret: str = ""           # proves this client's right to cancel (its SHA-256 is in the goal)
+    _when_done: list[Callable[[], None]] = field(default_factory=list)
+    _done_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def when_done(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once when the goal's result arrives (at once if it has): in the thread
+        that delivers it, before :meth:`result` returns to waiters."""
+        with self._done_lock:
+            if not self._done.is_set():
+                self._when_done.append(fn)
+                return
+        fn()
+
+    def _finish(self) -> None:
+        """The result arrived (or the goal was refused): run the ``when_done`` callbacks, wake waiters."""
+        with self._done_lock:
+            if self._done.is_set():
+                return
+            callbacks, self._when_done = self._when_done, []
+        for fn in callbacks:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a caller's callback must not lose the result
+                pass
+        self._done.set()
 
     def result(self, timeout: float | None = None) -> Any:
         if not self._done.wait(timeout):
@@ -367,7 +391,7 @@ class GoalClient:
 
         def finish() -> None:
             self.client._feedback_callbacks.pop(goal_uuid, None)  # noqa: SLF001 - see got_result
-            h._done.set()
+            h._finish()
 
         def end(result: Any, answer: Any = None) -> bool:
             """Make ``result`` the goal's result, unless it has one already (False then)."""
@@ -400,7 +424,7 @@ class GoalClient:
                 return
             expected = len(h._result.segments)  # one feedback per dispatched segment
             if len({f.index for f in h.feedback}) >= expected:
-                h._done.set()
+                h._finish()
                 return
             # Feedback (a topic) and the result (a service) are not ordered: under a burst the
             # result can overtake a segment's feedback, which rclpy then drops (it forgets a
@@ -452,7 +476,7 @@ class GoalClient:
                 self._watch(pending)
             elif not attached.locked():
                 h._result = self.PlanTask.Result(status=1, message="goal not accepted by the action server")
-                h._done.set()
+                h._finish()
 
         def send_once(resend: bool = False) -> Any:
             from unique_identifier_msgs.msg import UUID

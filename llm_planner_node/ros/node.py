@@ -32,7 +32,6 @@ from typing import Any, Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.action import CancelResponse, GoalResponse
-from rclpy.action.server import GoalEvent
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.logging import LoggingSeverity
@@ -53,7 +52,7 @@ from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.config.params import FleetParams
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, StatusIn, safe_text
-from llm_planner_node.ros.action_server import FinishLaterActionServer
+from llm_planner_node.ros.action_server import FinishLaterActionServer, mark_cancelling, rcutils_log_emitter
 from llm_planner_node.ros.failover import JOURNAL_PERIOD_S, FailoverLink, entry_of_msg
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
 from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key
@@ -74,12 +73,7 @@ class HotPathLog:
 
     def __init__(self, logger: Any) -> None:
         self.logger = logger
-        try:
-            from rclpy.impl.implementation_singleton import rclpy_implementation
-
-            self._emit = rclpy_implementation.rclpy_logging_rcutils_log
-        except (ImportError, AttributeError):  # another rclpy: its own (slower) path
-            self._emit = None
+        self._emit = rcutils_log_emitter()  # None on another rclpy: its own (slower) path
 
     def __call__(self, level: str, text: str) -> None:
         severity = self._SEVERITY.get(level, LoggingSeverity.INFO)
@@ -414,11 +408,7 @@ class PlannerNode(LifecycleNode):
         if request.goal_id not in self.goal_handles:
             response.accepted, response.message = False, "no such goal in flight"
         elif digest and (hmac.compare_digest(digest, key or "") or digest in operators):
-            handle = self.goal_handles.get(request.goal_id)
-            try:  # the action goal goes to CANCELING as with a standard cancel (ends CANCELED)
-                handle._update_state(GoalEvent.CANCEL_GOAL)  # noqa: SLF001 - what rclpy's cancel does
-            except Exception:  # noqa: BLE001 - already terminal or cancelling
-                pass
+            mark_cancelling(self.goal_handles[request.goal_id])  # ends CANCELED, as with a standard cancel
             if self.service is not None:
                 self.service.cancel(request.goal_id)
             response.accepted, response.message = True, "cancelling"

@@ -55,7 +55,7 @@ def _refused(node: Any, what: str, operator: str, why: str) -> None:
 
 def attach(node: Any) -> None:
     """Create the operator services on ``node`` and give it the operator ports."""
-    from rclpy.action.server import GoalEvent
+    from llm_planner_node.ros.action_server import mark_cancelling
     from timely_fleet.action import PlanTask
     from timely_fleet.srv import ApproveSegment, StopRobots
 
@@ -98,8 +98,8 @@ def attach(node: Any) -> None:
 
     def operator_cancelling(goal_id: str) -> None:
         handle = node.goal_handles.get(goal_id)
-        if handle is not None and handle.is_active and not handle.is_cancel_requested:
-            handle._update_state(GoalEvent.CANCEL_GOAL)  # noqa: SLF001 - what rclpy's cancel does
+        if handle is not None:
+            mark_cancelling(handle)
 
     node.approval_notice = approval_notice
     node.operator_cancelling = operator_cancelling

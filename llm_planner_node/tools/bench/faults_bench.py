@@ -627,28 +627,17 @@ def malformed_goal(kind: str) -> tuple[str, str, tuple[float, float, float]]:
     }[kind]
 
 
-class _TimedEvent(threading.Event):
-    """The goal handle's done event, stamped when set (result receive time)."""
-
-    def __init__(self, track: GoalTrack) -> None:
-        super().__init__()
-        self.track = track
-
-    def set(self) -> None:
-        if self.track.result_mono is None:
-            self.track.result_mono = time.monotonic()
-            self.track.result_wall_ns = time.time_ns()
-        super().set()
+def _stamp_result(track: GoalTrack) -> None:
+    """The goal's result arrived now (its receive time, monotonic and wall clock)."""
+    if track.result_mono is None:
+        track.result_mono = time.monotonic()
+        track.result_wall_ns = time.time_ns()
 
 
 def timed_track(h: Any, robot: str, kind: str, malformed: str, instruction: str, **kw: Any) -> GoalTrack:
-    """The GoalTrack of a goal just sent (``h``: GoalClient handle), its handle's done event
-    replaced by a :class:`_TimedEvent` so the result's arrival time is stamped."""
+    """The GoalTrack of a goal just sent (``h``: GoalClient handle), stamped when its result arrives."""
     tr = GoalTrack(h.goal_id, robot, kind, malformed, instruction, h.sent_at, time.time_ns(), h, **kw)
-    ev = _TimedEvent(tr)
-    old, h._done = h._done, ev
-    if old.is_set():
-        ev.set()
+    h.when_done(lambda: _stamp_result(tr))
     return tr
 
 

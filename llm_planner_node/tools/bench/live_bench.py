@@ -426,7 +426,7 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
     send_wait = thread_runqueue_wait() - wait0
     deadline = t0 + timeout_s
     for h in handles:
-        h._done.wait(max(0.0, deadline - time.monotonic()))
+        h.result_wait(max(0.0, deadline - time.monotonic()))
     t_end = time.monotonic()
     time.sleep(0.05)  # a feedback published just before its result may be a moment behind it
     cpu = cpu_delta(cpu0, thread_cpu(), labels)

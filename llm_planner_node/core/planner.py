@@ -89,7 +89,9 @@ class Planner:
     def __init__(self, engine: Engine, policy: Policy, clock: Clock,
                  exec_model: ExecutionTimeEstimator, sink: PlannerSink,
                  config: PlannerConfig = PlannerConfig(),
-                 predictor: LengthPredictor | None = None) -> None:
+                 predictor: LengthPredictor | None = None,
+                 segment_check: Callable[[Request, Segment], str | None] | None = None,
+                 replanner: Callable[[Request], Goal | str] | None = None) -> None:
         self.engine = engine
         self.policy = policy
         self.clock = clock
@@ -111,11 +113,11 @@ class Planner:
         self._waiting_row: dict[str, float | int] | None = None
         #: called with each generated segment before it is recorded and dispatched; a returned
         #: reason ends the goal INVALID_PLAN without dispatching it (the service's budget check)
-        self.segment_check: Callable[[Request, Segment], str | None] | None = None
+        self.segment_check = segment_check
         #: called when a plan whose robot ran ``re_plan`` has executed: the goal of its next
         #: generation (same robot and time utility, a new prompt), or why there is none (the goal
         #: ends REPLAN_REFUSED). None: plans are not re-planned (their ``re_plan`` does nothing)
-        self.replanner: Callable[[Request], Goal | str] | None = None
+        self.replanner = replanner
 
     # ----------------------------------------------------------------- public API
     def submit(self, goal: Goal) -> int:

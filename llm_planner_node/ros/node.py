@@ -503,6 +503,12 @@ class PlannerNode(LifecycleNode):
     def log(self, level: str, text: str) -> None:
         self._log(level, text)
 
+    def approval_notice(self, goal_id: str, req: Request, index: int, text: str) -> None:
+        operator_ros.approval_notice(self, goal_id, req, index, text)
+
+    def operator_cancelling(self, goal_id: str) -> None:
+        operator_ros.operator_cancelling(self, goal_id)
+
     # -- robot status ----------------------------------------------------------------------------
     def _on_status_raw(self, raw: bytes, topic_robot: str | None = None) -> None:
         """A serialized status: read its goal id first; one about no goal the planner knows is

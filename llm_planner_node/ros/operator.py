@@ -1,9 +1,10 @@
 """The planner's operator services over ROS: ``planner/stop_robots`` and ``planner/approve``.
 
 :func:`attach` gives a :class:`~.node.PlannerNode` the two services (``timely_fleet/srv/StopRobots``,
-``timely_fleet/srv/ApproveSegment``) and the two optional ports :mod:`.operator_control` uses
-(the "waiting for approval" action feedback, and a goal that an operator ends goes to CANCELING
-first so that its action ends CANCELED, as with ``planner/cancel_goal``). :func:`diagnostics`
+``timely_fleet/srv/ApproveSegment``); :func:`approval_notice` and :func:`operator_cancelling` are
+the two operator ports of :class:`~llm_planner_node.service.ports.PlannerPorts` the node
+implements with them (the "waiting for approval" action feedback, and a goal that an operator
+ends goes to CANCELING first so that its action ends CANCELED, as with ``planner/cancel_goal``). :func:`diagnostics`
 is the node's ``<node>: operator`` status on ``/diagnostics``: goals waiting for approval (WARN),
 the operator counters and the last events (every stop, approval request, approval, denial,
 time-out and refused request).
@@ -53,10 +54,30 @@ def _refused(node: Any, what: str, operator: str, why: str) -> None:
     node.log("warning", text)
 
 
-def attach(node: Any) -> None:
-    """Create the operator services on ``node`` and give it the operator ports."""
-    from llm_planner_node.ros.action_server import mark_cancelling
+def approval_notice(node: Any, goal_id: str, req: Any, index: int, text: str) -> None:
+    """The operator port that tells a goal's client its segment ``index`` waits for approval
+    (an action feedback message whose text is the notice)."""
     from timely_fleet.action import PlanTask
+
+    handle = node.goal_handles.get(goal_id)
+    if handle is not None:
+        handle.publish_feedback(PlanTask.Feedback(
+            index=req.seq_base + index, plan=len(req.earlier), text=text, skills=[], final=False,
+            queue_s=req.gen_start[index] - req.queued_at(index) if index < len(req.gen_start) else 0.0,
+            generation_s=req.gen_end[index] - req.gen_start[index] if index < len(req.gen_end) else 0.0))
+
+
+def operator_cancelling(node: Any, goal_id: str) -> None:
+    """The operator port that moves a goal an operator ends to CANCELING (it ends CANCELED)."""
+    from llm_planner_node.ros.action_server import mark_cancelling
+
+    handle = node.goal_handles.get(goal_id)
+    if handle is not None:
+        mark_cancelling(handle)
+
+
+def attach(node: Any) -> None:
+    """Create the operator services on ``node``."""
     from timely_fleet.srv import ApproveSegment, StopRobots
 
     def on_stop(request: Any, response: Any) -> Any:
@@ -88,21 +109,6 @@ def attach(node: Any) -> None:
             node.log("warning", f"{what} of goal '{safe_text(request.goal_id)}' refused: {response.message}")
         return response
 
-    def approval_notice(goal_id: str, req: Any, index: int, text: str) -> None:
-        handle = node.goal_handles.get(goal_id)
-        if handle is not None:
-            handle.publish_feedback(PlanTask.Feedback(
-                index=req.seq_base + index, plan=len(req.earlier), text=text, skills=[], final=False,
-                queue_s=req.gen_start[index] - req.queued_at(index) if index < len(req.gen_start) else 0.0,
-                generation_s=req.gen_end[index] - req.gen_start[index] if index < len(req.gen_end) else 0.0))
-
-    def operator_cancelling(goal_id: str) -> None:
-        handle = node.goal_handles.get(goal_id)
-        if handle is not None:
-            mark_cancelling(handle)
-
-    node.approval_notice = approval_notice
-    node.operator_cancelling = operator_cancelling
     node.create_service(StopRobots, STOP_SERVICE, on_stop, callback_group=node.goals_callback_group)
     node.create_service(ApproveSegment, APPROVE_SERVICE, on_approve, callback_group=node.goals_callback_group)
 

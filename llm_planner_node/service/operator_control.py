@@ -41,9 +41,15 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from llm_planner_node.config.params import FleetParams
 from llm_planner_node.core.approval import Approval
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.task_model import Request, Segment
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
+from llm_planner_node.service.delivery import SegmentDelivery
+from llm_planner_node.service.ports import PlannerPorts
+from llm_planner_node.service.registry import GoalRegistry
 
 
 #: Start of the text of an action feedback message that says a segment waits for an operator.
@@ -95,11 +101,20 @@ class StopOutcome:
 class OperatorControl:
     """Stops and approvals of one planner service (see the module docstring)."""
 
-    def __init__(self, service: Any, post: Callable[[Callable[[], None]], None]) -> None:
-        """``post``: run a command on the scheduler thread."""
-        self.service = service
+    def __init__(self, params: Callable[[], FleetParams], goals: GoalRegistry, planner: Planner,
+                 delivery: SegmentDelivery, ports: PlannerPorts, clock: Clock,
+                 post: Callable[[Callable[[], None]], None], dispatch: Callable[[Request, Segment], None]) -> None:
+        """``params``: the planner's current parameters; ``post``: run a command on the scheduler
+        thread; ``dispatch``: send a released segment on to its robot (the sink's dispatch)."""
+        self._params = params
+        self._goals = goals
+        self._planner = planner
+        self._delivery = delivery
+        self._ports = ports
+        self._clock = clock
         self._post = post
-        self._rules: dict[str, Approval] = {r.id: r.approval for r in service.params.robots
+        self._dispatch = dispatch
+        self._rules: dict[str, Approval] = {r.id: r.approval for r in params().robots
                                             if getattr(r, "approval", None) is not None}
         self._holds: dict[str, _Hold] = {}
         self._lock = threading.Lock()
@@ -109,55 +124,50 @@ class OperatorControl:
         self.events: deque[str] = deque(maxlen=EVENTS_KEPT)
 
     def _port(self, name: str, *args: Any) -> None:
-        """An optional port of the ROS side (:mod:`.operator_ros` gives the node them):
+        """An operator port of the ROS side (:class:`~.ports.PlannerPorts`):
         ``approval_notice(goal_id, req, index, text)`` (action feedback) and
         ``operator_cancelling(goal_id)`` (the action goal goes to CANCELING before its end, so
-        it ends CANCELED like a ROS cancel, not ABORTED)."""
-        fn = getattr(self.service.ports, name, None)
-        if fn is None:
-            return
+        it ends CANCELED like a ROS cancel, not ABORTED); a failure is logged, never raised."""
         try:
-            fn(*args)
+            getattr(self._ports, name)(*args)
         except Exception as e:  # noqa: BLE001 - feedback and action states must not stop a stop
-            self.service.ports.log("warning", f"operator port {name} failed: {e!r}")
+            self._ports.log("warning", f"operator port {name} failed: {e!r}")
 
     # -- shared ------------------------------------------------------------------------------------
     def _record(self, level: str, counter: str, text: str) -> None:
         """One operator event: counted, kept for diagnostics, logged."""
         self.counters[counter] += 1
         self.events.append(f"{time.strftime('%H:%M:%S')} {text}")
-        self.service.ports.log(level, text)
+        self._ports.log(level, text)
 
     def _end_goal(self, goal_id: str, reason: str) -> bool:
         """Scheduler thread: end a goal CANCELLED with ``reason`` (its robot is stopped by the
         sink's ``done`` when segments reached it); False if it is not in flight."""
-        s = self.service
-        rid = s.goals.by_goal_id.get(goal_id)
-        req = s.planner.requests.get(rid) if rid is not None else None
+        rid = self._goals.by_goal_id.get(goal_id)
+        req = self._planner.requests.get(rid) if rid is not None else None
         if req is None or req.state.terminal:
             return False
         with self._lock:
             self._holds.pop(goal_id, None)
         self._port("operator_cancelling", goal_id)
         had_segments = bool(req.segments)
-        s.planner.cancel(rid, reason)
+        self._planner.cancel(rid, reason)
         if not had_segments:  # nothing reached the robot, so done() sent no stop: halt it anyway
             self._halt(req.goal.robot_id, goal_id)
         return True
 
     def _halt(self, robot_id: str, goal_id: str | None = None) -> None:
         """Scheduler thread: send the robot a stop (re-sent until its adapter confirms it)."""
-        s = self.service
         gid = goal_id or uuid.uuid4().hex
-        msg = s.ports.stop(gid, robot_id, 0)
-        s.delivery.stop(gid, robot_id, msg, s.clock.now())
+        msg = self._ports.stop(gid, robot_id, 0)
+        self._delivery.stop(gid, robot_id, msg, self._clock.now())
 
     # -- stop (any thread) -------------------------------------------------------------------------
     def stop(self, robot_ids: list[str], everyone: bool, operator: str, wait_s: float = 2.0) -> StopOutcome:
         """Stop these robots (or every robot of the fleet) now; see the module docstring."""
 
         who = operator_name(operator)
-        fleet = [r.id for r in self.service.params.robots]
+        fleet = [r.id for r in self._params().robots]
         if everyone:
             targets = fleet
         else:
@@ -187,9 +197,8 @@ class OperatorControl:
         return out[0]
 
     def _stop_now(self, targets: list[str], who: str) -> StopOutcome:
-        s = self.service
         reason = f"stopped by operator {who}"
-        active = s.active_goals()
+        active = self._goals.active()
         busy = {r: active.get(r) for r in targets}
         out = StopOutcome(True, "")
         for robot in targets:
@@ -198,7 +207,7 @@ class OperatorControl:
                 out.stopped.append(robot)
                 out.goals.append(gid)
                 continue
-            if gid is not None and gid not in s.goals.by_goal_id:
+            if gid is not None and gid not in self._goals.by_goal_id:
                 # accepted a moment ago, its submit not applied yet: it is queued behind this command
                 self._post(lambda r=robot, g=gid: self._stop_late(r, g, reason))
             self._halt(robot)
@@ -219,7 +228,7 @@ class OperatorControl:
     def _stop_late(self, robot: str, goal_id: str, reason: str) -> None:
         if self._end_goal(goal_id, reason):
             self.counters["robots_stopped"] += 1
-            self.service.ports.log("warning", f"robot {robot}: goal {goal_id[:8]} {reason} as it arrived")
+            self._ports.log("warning", f"robot {robot}: goal {goal_id[:8]} {reason} as it arrived")
 
     # -- approval: the hold (scheduler thread) ----------------------------------------------------
     def hold(self, goal_id: str, req: Request, seg: Segment) -> bool:
@@ -245,7 +254,7 @@ class OperatorControl:
 
     def _wait(self, h: _Hold, req: Request, seg: Segment, why: str) -> None:
 
-        now = self.service.clock.now()
+        now = self._clock.now()
         with self._lock:
             h.waiting, h.marked, h.since, h.deadline, h.decision = seg, why, now, now + h.rule.timeout_s, None
         text = safe_text(seg.text.strip(), 200)
@@ -260,13 +269,12 @@ class OperatorControl:
         silence clocks of held goals still, time out unanswered ones, apply decisions."""
         if not self._holds:
             return
-        s = self.service
         for gid, h in list(self._holds.items()):
-            if gid not in s.goals.by_goal_id:  # ended (cancel, stop, failure)
+            if gid not in self._goals.by_goal_id:  # ended (cancel, stop, failure)
                 with self._lock:
                     self._holds.pop(gid, None)
                 continue
-            s.delivery.held(gid, now)
+            self._delivery.held(gid, now)
             with self._lock:
                 if h.waiting is not None and h.decision is None and now >= h.deadline:
                     h.decision = (False, _TIMED_OUT)
@@ -312,9 +320,8 @@ class OperatorControl:
             (approve, who), seg = h.decision, h.waiting
             h.decision = h.waiting = None
         text = safe_text(seg.text.strip(), 120)
-        s = self.service
-        rid = s.goals.by_goal_id.get(goal_id)
-        req = s.planner.requests.get(rid) if rid is not None else None
+        rid = self._goals.by_goal_id.get(goal_id)
+        req = self._planner.requests.get(rid) if rid is not None else None
         if req is None or req.state.terminal:
             with self._lock:
                 self._holds.pop(goal_id, None)
@@ -345,7 +352,7 @@ class OperatorControl:
                         self._wait(h, req, seg, why)
                         return
                 h.queue.pop(0)
-                self.service.dispatch(req, seg)
+                self._dispatch(req, seg)
         finally:
             self._releasing = None
         with self._lock:
@@ -354,7 +361,7 @@ class OperatorControl:
     # -- diagnostics (any thread) -----------------------------------------------------------------
     def waiting(self) -> list[tuple[str, str, int, float]]:
         """(goal id, robot, segment, seconds waited) of every goal waiting for an operator."""
-        now = self.service.clock.now()
+        now = self._clock.now()
         with self._lock:
             return [(h.goal_id, h.robot_id, h.waiting.index, now - h.since)
                     for h in self._holds.values() if h.waiting is not None]

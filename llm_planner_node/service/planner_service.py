@@ -87,22 +87,25 @@ class PlannerService:
         self._wake = threading.Event()  # set when a command or a status arrives (idle wait)
         self.goals = GoalRegistry()
         self.delivery = SegmentDelivery(ack_timeout_s, max_resends, pp.robot_timeout_s)
-        self.operator = OperatorControl(self, self._post)
+        # the sink asks the operator's hold before a dispatch; the operator releases held segments
+        # through the sink's dispatch (both made below: the sink and the core first)
         self.sink = PortsSink(self.goals, self.delivery, ports, self.clock, self.counters,
-                              hold=self.operator.hold, post=self._post, forget=self._forget)
+                              hold=lambda goal_id, req, seg: self.operator.hold(goal_id, req, seg),
+                              post=self._post, forget=self._forget)
         self.planner = Planner(engine, policy, self.clock,
                                self.exec_model if robot_time_scale == 1.0
                                else TimeScaledEstimator(self.exec_model, robot_time_scale), sink=self.sink,
                                config=PlannerConfig(network_latency_s=pp.network_latency_s),
-                               predictor=predictor_for(policy, pp.engine))
-        self.planner.segment_check = self.sink.budget_check
+                               predictor=predictor_for(policy, pp.engine), segment_check=self.sink.budget_check,
+                               replanner=lambda req: self.intake.replan(req))
+        self.operator = OperatorControl(self._current_params, self.goals, self.planner, self.delivery, ports,
+                                        self.clock, self._post, dispatch=self.sink.dispatch)
         self.engine_keeper = EngineKeeper(self.planner, engine_factory, owns_engine, self._current_params,
                                           prompt_builder, ports, self.clock, self.counters, retry_s=ENGINE_RETRY_S)
         self.vitals = RobotVitals()
         self.intake = GoalIntake(self._current_params, self.planner, prompt_builder, self.goals, self.delivery,
                                  ports, self.clock, self.counters, post=self._post, unavailable=self._unavailable,
                                  max_pending=PENDING_GOALS_MAX, vitals=self.vitals)
-        self.planner.replanner = self.intake.replan
         self.statuses = StatusPath(self._current_params, self.planner, self.goals, self.delivery, ports,
                                    self.clock, wake_up=self._wake_up)
         self.diagnostics = Diagnostics(self.planner, self.goals, self.delivery, self.statuses, self.counters,

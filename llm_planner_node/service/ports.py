@@ -64,3 +64,9 @@ class PlannerPorts(Protocol):
 
     def log(self, level: str, text: str) -> None:
         """``level``: debug, info, warning, error."""
+
+    def approval_notice(self, goal_id: str, req: Request, index: int, text: str) -> None:
+        """Tell the goal's client that its segment ``index`` waits for an operator's approval."""
+
+    def operator_cancelling(self, goal_id: str) -> None:
+        """An operator ends the goal: its action goes to CANCELING first (it ends CANCELED)."""

@@ -35,12 +35,11 @@ ENGINES = {  # model -> its engine's parameters (test_vllm_engine.py's and test_
     PLANNER: dict(max_model_len=2048, kv_cache_gib=0.5),
 }
 _CANON = {e.task_id: e for e in canonical_examples()}
-#: (model, robot kind, instruction, max_tokens): plans with blocks (drone), and with statements
-#: whose tokens straddle boundaries (arm)
+#: (model, robot kind, instruction, max_tokens): a plan with blocks (drone, the shipped model), and
+#: one whose statements' tokens straddle segment boundaries (arm, the real instruct model); one goal
+#: per model keeps the file to two engine loads and about a minute
 GOALS = [
     ("embedded", "drone", _CANON[2].instruction, 160),
-    ("embedded", "arm", _CANON[10].instruction, 160),
-    (PLANNER, "drone", "fly up one meter, turn around and land", 200),
     (PLANNER, "arm", "put the apple in the basket", 200),
 ]
 OBJECTS = ("apple", "basket", "cup", "drawer", "sponge")

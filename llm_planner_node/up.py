@@ -188,7 +188,7 @@ def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: con
         if robot.adapter == "indy" and spec is None:
             raise ParamError(f"robot {robot.id}: a real arm needs a perception source: set "
                              f"robots[{robot.id}].perception to {{source: map, objects: {{...}}}} or "
-                             "{source: topic, topic: ...} (docs/perception.md)")
+                             "{source: topic, topic: ...} (docs/guides/perception.md)")
         host = robot.host or "127.0.0.1"
         scene = None
         if robot.adapter == "indy-sim":
@@ -406,7 +406,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--standby", action="store_true",
                         help="start a standby planner (planner.standby): it loads its engine, follows the active "
                              "planner of the namespace and takes over its goals when it falls silent; implies "
-                             "--only planner (docs/failover.md)")
+                             "--only planner (docs/guides/failover.md)")
     parser.add_argument("--namespace", default="",
                         help="ROS namespace of the planner and the adapters (topics follow it; two fleets "
                              "can share a domain in different namespaces)")

@@ -243,4 +243,4 @@ async def _serve_http(server: Any, tokens: Any, sock: socket.socket, host: str, 
                   file=sys.stderr, flush=True)
             if host not in LOOPBACK:
                 print("timely-fleet mcp: listening beyond localhost without TLS: put a TLS reverse proxy in front "
-                      "(docs/agents_mcp.md, TLS)", file=sys.stderr, flush=True)
+                      "(docs/guides/agents_mcp.md, TLS)", file=sys.stderr, flush=True)

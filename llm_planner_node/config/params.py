@@ -164,7 +164,8 @@ class PlannerParams:
     #: goals that can no longer earn utility > 0: keep (the policy's order), last, or shed (end SHED)
     hopeless: str = "keep"
     #: a camera drone's goal prompt carries the scene it last reported (TypeFly's "Scene: [...]"); the
-    #: planner adapter is trained on prompts with and without one (bench plans --scenes, docs/plan_quality.md)
+    #: planner adapter is trained on prompts with and without one (bench plans --scenes,
+    #: docs/reports/plan_quality_scenes_2026-11-28.md)
     scene_in_prompt: bool = True
     #: new plans a goal may ask for (its robot ran ``re_plan``) after its first; one more ends it REPLAN_REFUSED
     max_replans: int = _rule(2, ge=0)
@@ -176,7 +177,7 @@ class PlannerParams:
     #: term they have seen (core/link.py); raised at run time by a planner that takes over
     term: int = _rule(1, ge=1)
     #: start as a standby: follow the active planner's journal (planner/journal) and take over its
-    #: goals when it falls silent; serve nothing before (docs/failover.md; ``up --standby``)
+    #: goals when it falls silent; serve nothing before (docs/guides/failover.md; ``up --standby``)
     standby: bool = False
     #: seconds of the active planner's silence after which a standby takes over (0: half of
     #: security.lease_s, so the new planner's first heartbeat reaches the robots before their lease ends)

@@ -1,4 +1,4 @@
-"""Evaluation metrics, one definition everywhere (DESIGN.md "Metrics", TimelyLLM Eq. 3, Fig. 3).
+"""Evaluation metrics, one definition everywhere (docs/guides/evaluation.md, "Metrics"; TimelyLLM Eq. 3, Fig. 3).
 
 For a goal with segments k = 0..K, dispatched at ``d_k`` and executing for ``E_k``:
 

@@ -249,7 +249,7 @@ class FinishLaterActionServer(ActionServer):
 
     # -- goals taken over from another planner ----------------------------------------------------
     def adopt_goal(self, goal_id: bytes, request: Any, accepted_stamp: Any) -> Any:
-        """Hold a goal another server accepted (a takeover, docs/failover.md) under its
+        """Hold a goal another server accepted (a takeover, docs/guides/failover.md) under its
         own id, executing: a result request for that id is answered when the goal ends
         (:meth:`finish_goal`), a cancel request reaches the cancel callback, and feedback goes out
         under it. What rclpy's ``_execute_goal_request`` does for an accepted goal, without the

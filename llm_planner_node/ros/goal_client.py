@@ -3,7 +3,7 @@
 returns a handle whose ``result(timeout)`` waits for the end. The `goal` command itself is
 :mod:`llm_planner_node.cli.goal`.
 
-A planner that takes over from one that died (a standby, docs/failover.md) holds the
+A planner that takes over from one that died (a standby, docs/guides/failover.md) holds the
 goals it adopted under their own ids, but a result request sent to the dead planner is never
 answered: the client follows ``planner/active`` (timely_fleet/PlannerRole) and asks the new
 active planner for the result of every goal it adopted, and ends every other goal it waits for

@@ -35,7 +35,7 @@ STATS_TOPIC = "planner/stats"
 DIAGNOSTICS_TOPIC = "/diagnostics"
 ACTION_NAME = "plan_task"
 #: A planner's role and term (timely_fleet/PlannerRole), and the active planner's journal of its goals
-#: in flight (timely_fleet/PlannerJournal), which a standby follows (docs/failover.md).
+#: in flight (timely_fleet/PlannerJournal), which a standby follows (docs/guides/failover.md).
 ROLE_TOPIC = "planner/active"
 JOURNAL_TOPIC = "planner/journal"
 

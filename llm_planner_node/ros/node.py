@@ -109,7 +109,7 @@ class PlannerNode(LifecycleNode):
                  ack_timeout_s: float = 1.0, max_resends: int = 3, robot_time_scale: float = 1.0,
                  standby: bool | None = None, on_fenced: Callable[[str], None] | None = None) -> None:
         """``standby`` (default ``planner.standby``): follow the active planner's journal and take
-        over when it falls silent, serving nothing before (docs/failover.md);
+        over when it falls silent, serving nothing before (docs/guides/failover.md);
         ``on_fenced(reason)``: called once if another planner took over from this one (the
         process should stop; ``timely-fleet up`` exits)."""
         super().__init__(name, context=context, namespace=namespace, cli_args=cli_args)
@@ -650,7 +650,7 @@ class PlannerNode(LifecycleNode):
         return DiagnosticStatus(level=level, name=f"{self.get_name()}: role", hardware_id=self.get_name(),
                                 message=message, values=values)
 
-    # -- failover (docs/failover.md) ------------------------------------------------------------
+    # -- failover (docs/guides/failover.md) -----------------------------------------------------
     def _takeover_s(self) -> float:
         """The active planner's silence after which a standby takes over (planner.takeover_s;
         0: half the robots' lease)."""

@@ -110,7 +110,7 @@ class GoalIntake:
         return Rejection(RejectReason.UNPERCEIVABLE,
                          f"{robot.id} cannot perceive {names}: its detector knows {len(known)} classes "
                          f"({', '.join(known[:8])}, ...); set robots[{robot.id}].perception.vlm to ask "
-                         "a vision-language model about anything (docs/perception.md)")
+                         "a vision-language model about anything (docs/guides/perception.md)")
     def _battery_check(self, robot: RobotParams) -> Rejection | None:
         """A flying robot whose last measured battery cannot see a goal through (core/battery.py)."""
         if self._vitals is None or robot.kind not in ("drone", "sim"):

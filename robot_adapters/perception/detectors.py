@@ -17,7 +17,8 @@ the TFJS graph to ONNX (:mod:`robot_adapters.perception.tfjs_onnx`) and writes
 
 Inference (onnxruntime, CPU) follows the model's author: the RGB image, 0..255, is scaled so its
 longer side is ``input_size`` and padded with black to multiples of 32 (aspect ratio kept; on the
-photos measured this found more than Human's squashing to a square, docs/perception_detector.md).
+photos measured this found more than Human's squashing to a square,
+docs/reports/perception_detector_2026-11-28.md).
 The decode is the graph's own ``tower_0/detections`` tail, done in numpy on its two outputs: the
 heat map's 3x3 max-pool peaks (computed in the ONNX graph), the 100 best (class, cell) peaks,
 each a box ``(4x - l, 4y - t, 4x + r, 4y + b)`` from the cell and its four ``wh`` distances
@@ -66,7 +67,7 @@ INPUT_NAME = "tower_0/images"
 STRIDE = 4  # input pixels per heat-map cell
 TOP_K = 100  # peaks the graph's decode keeps (TopKV2's k)
 
-#: the defaults chosen from the measurements in docs/perception_detector.md
+#: the defaults chosen from the measurements in docs/reports/perception_detector_2026-11-28.md
 DEFAULT_INPUT_SIZE = 512  # the native size; a 4:3 frame runs at 512x384 (p95 < 100 ms on 1 of 2 shared cores)
 DEFAULT_MIN_SCORE = 0.3
 DEFAULT_IOU = 0.4  # Human's iouThreshold

@@ -127,7 +127,7 @@ def test_up_refuses_a_real_arm_without_perception_in_one_sentence():
     with contextlib.ExitStack() as stack, pytest.raises(ParamError) as e:
         _make_executor(_robot(adapter="indy", host="10.0.0.7"), 0, 1.0, stack)
     assert str(e.value) == ("robot indy_1: a real arm needs a perception source: set robots[indy_1].perception to "
-                            "{source: map, objects: {...}} or {source: topic, topic: ...} (docs/perception.md)")
+                            "{source: map, objects: {...}} or {source: topic, topic: ...} (docs/guides/perception.md)")
 
 
 def test_up_names_the_host_of_an_arm_that_does_not_answer():

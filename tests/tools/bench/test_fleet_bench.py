@@ -1,6 +1,6 @@
 """`timely-fleet bench fleet` on a tiny fleet (20 drones, 15 s): the planner and the adapters run
 as separate processes over real ROS, every goal sent gets a result, and the JSON holds every
-number. The targets at 1,000 robots are the bench's to show (docs/sizing.md)."""
+number. The targets at 1,000 robots are the bench's to show (docs/guides/sizing.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`bench live` splits each raw/node ratio into what the node's placement of vLLM costs raw vLLM
-and what the node costs on top of it (docs/benchmarks.md); values computed by hand."""
+and what the node costs on top of it (docs/guides/benchmarks.md); values computed by hand."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 The active planner publishes its journal (``timely_fleet/PlannerJournal`` on ``planner/journal``:
 reliable, transient-local, keep last 1, so a standby that starts late gets the latest at once)
-at least every :data:`JOURNAL_PERIOD_S`, signed with the key derived from every robot key
+at least every :data:`JOURNAL_PERIOD_S` and within :data:`JOURNAL_MIN_S` of a change (goals the
+action server accepted that have not reached the core yet included, as new goals), signed with the key derived from every robot key
 (:func:`~llm_planner_node.security.signing.journal_key`). A standby keeps the latest verified
 journal of the highest term; when it has heard none for ``takeover_s`` (default ``lease_s / 2``)
 it takes over (:meth:`PlannerNode.take_over`). Every planner publishes its role and term
@@ -35,8 +36,10 @@ from llm_planner_node.service.ports import GoalIn
 from llm_planner_node.service.takeover import JournalEntry
 
 #: The active planner's journal goes out at least this often (and a standby's silence clock is
-#: measured against it).
+#: measured against it), and, after a goal arrived or ended or a segment went out, within
+#: JOURNAL_MIN_S (at most that often: a burst of goals makes one journal, not one each).
 JOURNAL_PERIOD_S = 0.2
+JOURNAL_MIN_S = 0.05
 #: Goals a journal may carry (a rogue's oversize journal is dropped whole).
 MAX_JOURNAL_GOALS = 10_000
 

@@ -53,7 +53,8 @@ from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.config.params import FleetParams
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, StatusIn, safe_text
 from llm_planner_node.ros.action_server import FinishLaterActionServer, mark_cancelling, rcutils_log_emitter
-from llm_planner_node.ros.failover import JOURNAL_PERIOD_S, FailoverLink, entry_of_msg
+from llm_planner_node.ros.failover import JOURNAL_MIN_S, JOURNAL_PERIOD_S, FailoverLink, entry_of_msg
+from llm_planner_node.service.takeover import JournalEntry
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
 from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key
 from llm_planner_node.ros.messages import (ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
@@ -125,6 +126,8 @@ class PlannerNode(LifecycleNode):
         self._failover: FailoverLink | None = None
         self._failover_timer: Timer | None = None
         self._journal_posted = False
+        self._journal_dirty = False  # a goal arrived or ended, or a segment went out, since the last journal
+        self._accepted_at: dict[str, float] = {}  # goal id -> when the action server handed it over (monotonic)
         self._lifecycle_active = False
         self.takeovers: list[dict[str, Any]] = []  # each takeover: term, from, adopted goal ids, seconds
         self._service_args = dict(engine=engine, engine_factory=engine_factory, prompt_builder=prompt_builder,
@@ -364,6 +367,8 @@ class PlannerNode(LifecycleNode):
                                             "(lifecycle state 'unconfigured'): it accepts no goals now"))
             return
         self.goal_handles[goal_id] = handle
+        self._accepted_at[goal_id] = time.monotonic()
+        self._journal_dirty = True
         if g.cancel_key_sha256:
             self._cancel_keys[goal_id] = g.cancel_key_sha256.strip().lower()[:64]
         reason = service.submit(goal_id, goal, lambda outcome: self._end_goal(handle, goal_id, outcome))
@@ -374,6 +379,8 @@ class PlannerNode(LifecycleNode):
         """The goal's end (a rejection reason or its terminal request): result to the client."""
         self.goal_handles.pop(goal_id, None)
         self._cancel_keys.pop(goal_id, None)
+        self._accepted_at.pop(goal_id, None)
+        self._journal_dirty = True
         if self.fenced is not None:  # another planner took this goal over: its result is that one's to give
             return
         if isinstance(outcome, str):
@@ -457,6 +464,7 @@ class PlannerNode(LifecycleNode):
     def segment(self, goal_id: str, req: Request, index: int, final: bool, feedback: bool = True) -> Any:
         msg = segment_message(goal_id, req, index, final, self.get_clock().now().to_msg(), self.term)
         self.publish(req.goal.robot_id, msg)
+        self._journal_dirty = True
         handle = self.goal_handles.get(goal_id) if feedback else None
         if handle is not None:
             handle.publish_feedback(PlanTask.Feedback(
@@ -664,17 +672,35 @@ class PlannerNode(LifecycleNode):
         if service is None or link is None or self.fenced is not None:
             return
         if self.role == ACTIVE:
-            if not self._journal_posted and time.monotonic() - link.last_published >= JOURNAL_PERIOD_S:
-                self._journal_posted = True
+            since = time.monotonic() - link.last_published
+            if not self._journal_posted and (since >= JOURNAL_PERIOD_S or (self._journal_dirty and since >= JOURNAL_MIN_S)):
+                self._journal_posted, self._journal_dirty = True, False
 
                 def publish(entries: list[Any]) -> None:
                     self._journal_posted = False
-                    link.publish_journal(self.term, entries, dict(self._cancel_keys))
+                    link.publish_journal(self.term, entries + self._not_yet_journaled(entries), dict(self._cancel_keys))
                 service.journal(publish)
             return
         silent = link.silent_for()
         if silent is not None and silent >= self._takeover_s() and self._lifecycle_active:
             self.take_over(f"no journal for {silent:.2f} s")
+
+    def _not_yet_journaled(self, entries: list[Any]) -> list[Any]:
+        """Goals the action server accepted that have not reached the core yet (their submit is
+        queued behind the journal): journaled as new goals, so a takeover right now keeps them."""
+        have = {e.goal_id for e in entries}
+        out = []
+        now = time.monotonic()
+        for goal_id, handle in list(self.goal_handles.items()):
+            at = self._accepted_at.get(goal_id)
+            if goal_id in have or at is None:
+                continue
+            g = handle.request
+            out.append(JournalEntry(goal_id=goal_id, goal=GoalIn(
+                robot_id=g.robot_id, instruction=g.instruction, robot_kind=g.robot_kind, task_type=g.task_type,
+                ert_s=g.ert_s, alpha=g.alpha, beta=g.beta, skill_set=g.skill_set, max_tokens=g.max_tokens),
+                age_s=max(0.0, now - at)))
+        return out
 
     def take_over(self, why: str) -> list[str]:
         """Become the active planner (executor thread): a term above the last active one's, the

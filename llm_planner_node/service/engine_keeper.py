@@ -69,9 +69,15 @@ class EngineKeeper:
         plans: list[list[str]] = []
         for kind, skill_set in sorted({(r.kind, r.skill_set) for r in self._params().robots}):
             mine = [ex for ex in examples if ex.robot_kind == PLAN_KIND.get(kind, kind)]
-            try:
-                prompt = self._prompt_builder(mine[0].instruction if mine else "warm up", kind, skill_set)
-            except ValueError:
+            prompt = None
+            # the scripted engine's instruction is the plan itself: its canonical plan warms it
+            for text in ([mine[0].instruction, mine[0].plan] if mine else ["warm up"]):
+                try:
+                    prompt = self._prompt_builder(text, kind, skill_set)
+                    break
+                except ValueError:
+                    continue
+            if prompt is None:
                 continue
             specs.append(GenerationSpec(-1 - len(specs), prompt, 1, kind, skill_set, False))
             plans.append([ex.plan for ex in mine])

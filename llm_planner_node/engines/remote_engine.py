@@ -50,7 +50,8 @@ Several servers (:class:`ServerPool`, pure logic, unit-tested without servers):
   ``park_timeout_s`` and then fail. A server that comes back is used again.
 
 The HTTP I/O runs on this engine's own asyncio thread (httpx); the core's calls are queued into
-it, and ``step`` only drains the event queue, exactly like the in-process engine.
+it, and ``step`` only drains the event queue, exactly like the in-process engine (both:
+:class:`~llm_planner_node.engines.stream_engine.StreamEngineCalls`).
 
 KV accounting is the in-process engine's: each admitted generation reserves ``context + remaining
 max_tokens`` (whole blocks) against the summed KV capacity of the servers that are up.
@@ -66,14 +67,15 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from llm_planner_node.config.params import EngineParams
 from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.engine_api import EngineEvent, GenerationSpec
+from llm_planner_node.core.engine_api import GenerationSpec
 from llm_planner_node.engines.event_loop import cancel_other_tasks, start_loop, stop_loop
 from llm_planner_node.engines.stream import (Generation, GenerationStreams, GrammarFactory, SegmenterFactory,
                                              default_grammar_factory, default_segmenter_factory)
+from llm_planner_node.engines.stream_engine import StreamEngineCalls
 from llm_planner_node.engines.vllm_engine import resolve_model_path, sampling_kwargs
 
 log = logging.getLogger(__name__)
@@ -259,8 +261,13 @@ class ServerError(Exception):
         self.status = status
 
 
-class RemoteEngine:
-    """The ``remote`` backend: the core's Engine protocol over ``vllm serve`` (module docstring)."""
+class RemoteEngine(StreamEngineCalls):
+    """The ``remote`` backend: the core's Engine protocol over ``vllm serve`` (module docstring).
+
+    ``retain`` (from :class:`StreamEngineCalls`): ``discard``: the next resume recomputes its whole
+    context (a fresh ``cache_salt``); ``preserve`` and ``swap`` -> ``cache`` (a server has no
+    per-request pin or swap).
+    """
 
     def __init__(self, params: EngineParams, clock: Clock, servers: Sequence[str] | None = None, *,
                  segmenter_factory: SegmenterFactory = default_segmenter_factory,
@@ -305,38 +312,7 @@ class RemoteEngine:
             self.close()
             raise
 
-    # -- Engine protocol ----------------------------------------------------------------------------
-    def count_prompt_tokens(self, prompt: object) -> int:
-        return len(self.streams.prompt_ids(prompt))
-
-    def add(self, spec: GenerationSpec) -> None:
-        self._call(self._start, self.streams.new_gen(spec), True)
-
-    def resume(self, gen_id: int, priority: int = 0) -> None:
-        self._call(self._resume, gen_id, priority)
-
-    def adopt(self, spec: GenerationSpec, generated_ids: Sequence[int], segments: int) -> None:
-        """A suspended generation of ``spec`` that generated ``generated_ids`` (segments
-        0..segments-1; Engine.adopt): its segmenter, detokeniser and grammar state are advanced
-        over them here, as its stream would have (ValueError at once if they do not end at that
-        boundary); ``resume`` then sends ``prompt ids + generated_ids`` with the resume grammar."""
-        self._call(self.streams.park, self.streams.adopted(spec, generated_ids, segments))
-
-    def suspend(self, gen_id: int) -> None:
-        self._call(self.streams.suspend, gen_id, False)
-
-    def abort(self, gen_id: int) -> None:
-        self._call(self.streams.suspend, gen_id, True)
-
-    def step(self) -> Sequence[EngineEvent]:
-        """The events the streams produced since the last call, waiting up to ``step_timeout_s``
-        for the first one (or until :meth:`wake`)."""
-        return self.streams.events(self.step_timeout_s)
-
-    def wake(self) -> None:
-        """End the wait of a ``step`` in progress (or the next one) now."""
-        self.streams.wake()
-
+    # -- Engine protocol (and StreamEngineCalls) -----------------------------------------------------
     def warm_up(self, specs: Sequence[GenerationSpec], plans: Sequence[Sequence[str]] = (),
                 timeout_s: float = 120.0) -> None:
         """The in-process engine's warm-up (one token per spec and per resume grammar of the
@@ -366,18 +342,7 @@ class RemoteEngine:
     def kv_capacity_tokens(self) -> int:
         return self.pool.capacity_tokens() or self._capacity_default
 
-    def free_kv_tokens(self) -> int:
-        return max(0, self.kv_capacity_tokens() - self.streams.reserved_tokens())
-
-    def retain(self, gen_id: int, mode: str) -> str:
-        """``discard``: the next resume recomputes its whole context (a fresh ``cache_salt``);
-        ``preserve`` and ``swap`` -> ``cache`` (a server has no per-request pin or swap)."""
-        return self.streams.retain(gen_id, mode)
-
     # -- reporting ---------------------------------------------------------------------------------
-    def running(self) -> int:
-        return self.streams.running()
-
     def cache_hits(self) -> list[tuple[int, int]]:
         """(cached tokens, context tokens) of every resume whose stream reported usage."""
         return list(self._cached_tokens)
@@ -494,9 +459,6 @@ class RemoteEngine:
             self._check_parked()
 
     # -- generations (event-loop thread) ---------------------------------------------------------
-    def _call(self, fn: Callable[..., Any], *args: Any) -> None:
-        self._loop.call_soon_threadsafe(fn, *args)
-
     def _start(self, gen: Generation, fresh: bool) -> None:
         gid = gen.spec.gen_id
         self.streams.start_attempt(gen, fresh)
@@ -506,11 +468,6 @@ class RemoteEngine:
         else:
             server, why = self.pool.choose_resume(self._home.get(gid))
         self._launch(gen, server, why)
-
-    def _resume(self, gen_id: int, priority: int) -> None:
-        gen = self.streams.to_resume(gen_id, priority)
-        if gen is not None:
-            self._start(gen, False)
 
     def _launch(self, gen: Generation, server: ServerState | None, why: str, avoid: set[str] | None = None) -> None:
         gid = gen.spec.gen_id

@@ -45,7 +45,8 @@ How a generation runs (TimelyLLM 4.1, "context switching"):
 AsyncLLM lives in its own event-loop thread. The core's calls (``add``, ``resume``,
 ``suspend``, ``abort``) are queued into that loop in order; ``step`` drains the events the
 streams produced (waiting up to ``step_timeout_s`` when there are none, or until ``wake``: the
-planner service wakes it when a robot status or a goal arrives).
+planner service wakes it when a robot status or a goal arrives). Those calls are
+:class:`~llm_planner_node.engines.stream_engine.StreamEngineCalls`, shared with the remote engine.
 
 KV accounting: like the simulated engine, each admitted generation reserves
 ``context + remaining max_tokens`` tokens (rounded up to whole blocks) against the engine's KV

@@ -29,27 +29,18 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from llm_planner_node.tools import outfiles
+from llm_planner_node.tools.bench.engine_loop import GenerationRun, run_generations
 
 MAX_TOKENS = 128
 
 
-@dataclass
-class Outcome:
-    item: Any
-    status: str = "running"            # finished | invalid | failed | timeout
-    error: str = ""
-    segments: list[Any] = field(default_factory=list)
-    token_ids: list[int] = field(default_factory=list)
-    plan: str = ""
-    t_add: float = 0.0
-    t_first_token: float | None = None
-    t_first_segment: float | None = None
-    t_end: float | None = None
-    tokens: int = 0
+class Outcome(GenerationRun):
+    """One held-out instruction planned: status ``finished``, ``invalid`` (INVALID_PLAN),
+    ``failed`` or ``timeout``; its plan is the text of its segments."""
 
 
 def _log(msg: str) -> None:
@@ -74,50 +65,27 @@ def run_items(engine: Any, build: Any, items: list[Any], *, grammar: bool, segme
               concurrency: int = 8, max_tokens: int = MAX_TOKENS, timeout_s: float = 300.0,
               id_base: int = 0) -> list[Outcome]:
     """Plan every item (``concurrency`` at once); resume a suspended generation at once."""
-    from llm_planner_node.core.engine_api import FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent, TokensEvent
+    from llm_planner_node.core.engine_api import FailedEvent, GenerationSpec
 
     set_grammar(engine, grammar)
     outcomes = [Outcome(it) for it in items]
-    running: dict[int, Outcome] = {}
-    nxt = 0
-    deadline = time.monotonic() + timeout_s
-    while (nxt < len(items) or running) and time.monotonic() < deadline:
-        while nxt < len(items) and len(running) < concurrency:
-            it = items[nxt]
-            gid = id_base + nxt
-            o = outcomes[nxt]
-            o.t_add = engine.clock.now()
-            engine.add(GenerationSpec(gid, build(it.instruction, it.robot_kind, it.skill_set), max_tokens,
-                                      it.robot_kind, it.skill_set, suspend_at_segments=segmented))
-            running[gid] = o
-            nxt += 1
-        for ev in engine.step():
-            o = running.get(ev.gen_id)
-            if o is None:
-                continue
-            if isinstance(ev, TokensEvent):
-                o.tokens += ev.count
-                if o.t_first_token is None:
-                    o.t_first_token = ev.t
-            elif isinstance(ev, SegmentEvent):
-                o.segments.append(ev)
-                o.token_ids.extend(ev.token_ids)
-                if o.t_first_segment is None:
-                    o.t_first_segment = ev.t
-                if ev.suspended:
-                    engine.resume(ev.gen_id)
-            elif isinstance(ev, (FinishedEvent, FailedEvent)):
-                o.t_end = ev.t
-                if isinstance(ev, FailedEvent):
-                    o.status, o.error = ("invalid" if ev.invalid_plan else "failed"), ev.error
-                else:
-                    o.status = "finished"
-                running.pop(ev.gen_id)
-    for gid, o in running.items():
-        engine.abort(gid)
-        o.status = "timeout"
+
+    def spec_for(i: int) -> GenerationSpec:
+        it = items[i]
+        outcomes[i].t_add = engine.clock.now()
+        return GenerationSpec(id_base + i, build(it.instruction, it.robot_kind, it.skill_set), max_tokens,
+                              it.robot_kind, it.skill_set, suspend_at_segments=segmented)
+
+    def ended(o: Outcome, ev: Any) -> None:
+        if isinstance(ev, FailedEvent):
+            o.status, o.error = ("invalid" if ev.invalid_plan else "failed"), ev.error
+        else:
+            o.status = "finished"
+
+    run_generations(engine, outcomes, spec_for, ended, concurrency=concurrency, deadline_s=timeout_s)
     for o in outcomes:
-        o.plan = engine.tokenizer.decode(o.token_ids, skip_special_tokens=True).strip()
+        o.plan = engine.tokenizer.decode([t for s in o.segments for t in s.token_ids],
+                                         skip_special_tokens=True).strip()
     return outcomes
 
 

@@ -82,7 +82,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -90,6 +90,7 @@ from llm_planner_node.core.plan_limits import PlanLimits
 from llm_planner_node.core.budgets import exceeded
 from llm_planner_node.tools import outfiles
 from llm_planner_node.tools.bench import plan_match as pm
+from llm_planner_node.tools.bench.engine_loop import GenerationRun, run_generations
 
 DEFAULT_INSTRUCTIONS = Path(__file__).resolve().parent / "plans_heldout.jsonl"
 #: A dispatched plan that runs more skill calls than this on the simulated robot is stopped
@@ -126,17 +127,10 @@ def _log(msg: str) -> None:
 # Generation (the node's engine, prompt and segmenter)
 # ---------------------------------------------------------------------------------------------
 @dataclass
-class PlanRun:
-    item: pm.Instruction
-    status: str = "running"            # eos | truncated | invalid_plan | failed | timeout
-    error: str = ""
-    segments: list[Any] = field(default_factory=list)    # SegmentEvents: what the node dispatches
-    token_ids: list[int] = field(default_factory=list)   # every generated token
-    plan: str = ""
-    t_add: float = 0.0
-    t_first_segment: float | None = None
-    t_end: float | None = None
-    tokens: int = 0
+class PlanRun(GenerationRun):
+    """One instruction planned: status ``eos``, ``truncated``, ``invalid_plan``, ``failed`` or
+    ``timeout``; ``segments`` are what the node dispatches, ``token_ids`` every generated token."""
+
     max_tokens: int = 0
 
     @property
@@ -189,63 +183,37 @@ def generate(engine: Any, build: Callable[..., object], items: Sequence[pm.Instr
     and ``sampling``; ``max_tokens`` is a number or ``max_tokens(item, prompt)``.
     ``grammar_objects[instruction]``: the objects that goal's grammar admits when they are not the
     kind's (a camera drone's: its detector's classes and the scene)."""
-    from llm_planner_node.core.engine_api import FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent, TokensEvent
+    from llm_planner_node.core.engine_api import FailedEvent, GenerationSpec
     from llm_planner_node.tools.bench.grammar_bench import set_grammar
 
     objects, limits, sampling = objects or {}, limits or {}, sampling or {}
     set_grammar(engine, grammar)
     runs = [PlanRun(it) for it in items]
-    running: dict[int, PlanRun] = {}
-    nxt = 0
-    while nxt < len(items) or running:
-        while nxt < len(items) and len(running) < concurrency:
-            it, r = items[nxt], runs[nxt]
-            objs = tuple(objects.get(it.kind, ()))
-            scene = (scenes or {}).get(it.instruction) if it.kind == "drone" else None
-            prompt = build(it.instruction, it.kind, it.skill_set, objects=objs,
-                           **({} if scene is None else {"scene": scene}))
-            r.max_tokens = max_tokens(it, prompt) if callable(max_tokens) else max_tokens
-            lang = language_of(it.kind)
-            r.t_add = engine.clock.now()
-            gobjs = (grammar_objects or {}).get(it.instruction, objs)
-            engine.add(GenerationSpec(id_base + nxt, prompt, r.max_tokens, it.kind, it.skill_set,
-                                      suspend_at_segments=True, objects=gobjs, plan_limits=limits.get(lang),
-                                      sampling=sampling.get(lang)))
-            running[id_base + nxt] = r
-            nxt += 1
-        for ev in engine.step():
-            r = running.get(ev.gen_id)
-            if r is None:
-                continue
-            if isinstance(ev, TokensEvent):
-                r.tokens += ev.count
-                r.token_ids.extend(ev.token_ids)
-            elif isinstance(ev, SegmentEvent):
-                r.segments.append(ev)
-                if r.t_first_segment is None:
-                    r.t_first_segment = ev.t
-                if ev.suspended:
-                    engine.resume(ev.gen_id)
-            elif isinstance(ev, (FinishedEvent, FailedEvent)):
-                r.t_end = ev.t
-                if isinstance(ev, FailedEvent):
-                    r.error = ev.error
-                    # the segmenter fails a plan cut inside a block or string at max_tokens: truncated
-                    r.status = ("truncated" if ev.invalid_plan and r.tokens >= r.max_tokens
-                                else "invalid_plan" if ev.invalid_plan else "failed")
-                else:
-                    r.status = "truncated" if ev.reason == "max_tokens" else "eos"
-                running.pop(ev.gen_id)
-                if progress is not None:
-                    progress.step()
-        now = engine.clock.now()
-        for gid, r in list(running.items()):
-            if now - r.t_add > timeout_s:
-                engine.abort(gid)
-                r.status, r.error, r.t_end = "timeout", f"no end within {timeout_s:g} s", now
-                running.pop(gid)
-                if progress is not None:
-                    progress.step()
+
+    def spec_for(i: int) -> GenerationSpec:
+        it, r = items[i], runs[i]
+        objs = tuple(objects.get(it.kind, ()))
+        scene = (scenes or {}).get(it.instruction) if it.kind == "drone" else None
+        prompt = build(it.instruction, it.kind, it.skill_set, objects=objs,
+                       **({} if scene is None else {"scene": scene}))
+        r.max_tokens = max_tokens(it, prompt) if callable(max_tokens) else max_tokens
+        lang = language_of(it.kind)
+        r.t_add = engine.clock.now()
+        gobjs = (grammar_objects or {}).get(it.instruction, objs)
+        return GenerationSpec(id_base + i, prompt, r.max_tokens, it.kind, it.skill_set, suspend_at_segments=True,
+                              objects=gobjs, plan_limits=limits.get(lang), sampling=sampling.get(lang))
+
+    def ended(r: PlanRun, ev: Any) -> None:
+        if isinstance(ev, FailedEvent):
+            r.error = ev.error
+            # the segmenter fails a plan cut inside a block or string at max_tokens: truncated
+            r.status = ("truncated" if ev.invalid_plan and r.tokens >= r.max_tokens
+                        else "invalid_plan" if ev.invalid_plan else "failed")
+        else:
+            r.status = "truncated" if ev.reason == "max_tokens" else "eos"
+
+    run_generations(engine, runs, spec_for, ended, concurrency=concurrency, timeout_s=timeout_s,
+                    on_end=None if progress is None else lambda r: progress.step())
     for r in runs:
         r.plan = engine.tokenizer.decode(r.token_ids, skip_special_tokens=True).strip()
     return runs

@@ -171,31 +171,6 @@ class Recorder:
             return [(a, m) for a, m in self.statuses if a >= t]
 
 
-def _expand(text: str) -> list[SkillCall]:
-    """The calls a MiniSpec segment runs in order, loops unrolled, both branches of an if in turn (the
-    executed names pick the ones that ran: :func:`_executed_calls`)."""
-    ss = DEFAULT_SKILL_SETS["tello_minispec"]
-    from llm_planner_node.segmenters.minispec import Assign, Call, Compare, If, Loop, Return, Var, iter_calls, parse_program
-
-    def walk(nodes: Any) -> list[SkillCall]:
-        out: list[SkillCall] = []
-        for n in nodes:
-            if isinstance(n, Loop):
-                body = walk(n.body)
-                if len(body) * n.count > 10_000:
-                    return out + body * (10_000 // max(len(body), 1))
-                out += body * n.count
-            elif isinstance(n, If):
-                out += [c.skill_call for c in iter_calls(n.cond)] + walk(n.body) + walk(n.orelse)
-            elif isinstance(n, (Call, Assign, Return, Compare)):
-                for c in iter_calls(n):
-                    args = tuple(500 if isinstance(a, Var) else a for a in c.args)
-                    out.append(SkillCall(c.name, args))
-        return out
-
-    return walk(parse_program(text, ss, max_loop=10**9, check_vars=False))
-
-
 def _executed_calls(planned: list[SkillCall], names: list[str]) -> list[SkillCall]:
     """The planned calls that ran, matched in order to the reported names."""
     out, i = [], 0
@@ -301,7 +276,7 @@ def _phase_plans(client: Any, rec: Any, kinds: dict[str, str], budgets: dict[str
     poses: dict[str, tuple[float, float, float, float]] = {}  # a robot's position persists across its goals
     by_status: dict[str, int] = {}
     from llm_planner_node.core.outcomes import STATUS_NAMES
-    from llm_planner_node.segmenters.plan_cost import segment_cost
+    from llm_planner_node.segmenters.plan_cost import minispec_calls, segment_cost
 
     for robot, what, text, h, res in done:
         kind = kinds[robot]
@@ -315,7 +290,9 @@ def _phase_plans(client: Any, rec: Any, kinds: dict[str, str], budgets: dict[str
             calls = [ss.validate(s.name, list(s.arg_values)) if not any(a.startswith("_") for a in s.arg_values)
                      else SkillCall(ss.spec(s.name).name, ()) for s in fb.skills]
             total = total + segment_cost(fb.text, calls, ss, lang)
-            planned += _expand(fb.text) if kind != "arm" else calls
+            # a drone's: in order, loops unrolled, both branches of an if (the executed names pick
+            # the ones that ran: _executed_calls)
+            planned += minispec_calls(fb.text, ss) if kind != "arm" else calls
         static.total = total
         over_dispatch = exceeded(budget, total)
         names: list[str] = []

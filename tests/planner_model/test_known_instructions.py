@@ -97,7 +97,7 @@ def readme_goal_examples() -> list[tuple[str, str]]:
 def test_every_fleet_robot_has_a_readme_first_goal_in_a_users_own_words():
     """The README's first goals go to the default planner (smollm2-135m-planner): every robot of
     the fleet gets one, and most are not the shipped 1M model's canonical wording (its table of
-    what it knows is tested below); tests/node/test_first_user.py runs them on plain `up`."""
+    what it knows is tested below); tests/e2e/test_first_user.py runs them on plain `up`."""
     examples = readme_goal_examples()
     kinds = {r["id"]: r["kind"] for r in fleet_robots()}
     assert {rid for rid, _ in examples} == set(kinds), examples

@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from llm_planner_node.errors import CommandError
-    from robot_adapters import netns
+    from robot_adapters.sim import netns
 
     if args.json:
         outfiles.ready(args.json)
@@ -99,13 +99,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     from llm_planner_node.core.skills import TELLO_MINISPEC
     from llm_planner_node.logging_setup import quiet_djitellopy
-    from robot_adapters import netns
+    from robot_adapters.sim import netns
     from robot_adapters.adapter_base import STATE_DONE, STATE_FAILED, AdapterCore, SegmentIn
     from robot_adapters.drone_executor import TelloExecutor, camera_perception
     from robot_adapters.perception.detectors import load_detector
     from robot_adapters.perception.types import PerceptionError
     from robot_adapters.scene import Scene
-    from robot_adapters.tello_sim import TelloSim
+    from robot_adapters.sim.tello_sim import TelloSim
 
     quiet_djitellopy()
     rng = np.random.default_rng(args.seed)

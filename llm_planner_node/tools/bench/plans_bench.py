@@ -20,7 +20,7 @@ room after the prompt: :func:`node_max_tokens`). A registry model runs with its 
 what the node would dispatch; they are then run on simulated robots in-process: the adapter's
 own validation (``AdapterCore._validate``), the MiniSpec interpreter for drones (variables, ifs,
 loops; at most :data:`MAX_EXECUTED_CALLS` calls) and the ``sim`` adapter's executor
-(``robot_adapters.sim_fleet.SampledExecutor``, durations zero).
+(``robot_adapters.sim.sim_fleet.SampledExecutor``, durations zero).
 
 Per model and decoding mode (counts, and ``*_rate`` fractions of the instructions):
 
@@ -232,7 +232,7 @@ def execute_dispatched(segments: Sequence[Any], kind: str, *, max_calls: int = M
     Returns (every call ran, calls run, why not)."""
     from robot_adapters.adapter_base import AdapterCore, SegmentIn
     from robot_adapters.minispec_interpreter import MiniSpecInterpreter
-    from robot_adapters.sim_fleet import SampledExecutor
+    from robot_adapters.sim.sim_fleet import SampledExecutor
 
     from llm_planner_node.core.budgets import BudgetMeter, pose_after
     from llm_planner_node.core.execution_time import ExecutionTimeModel

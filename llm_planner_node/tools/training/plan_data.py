@@ -13,7 +13,7 @@ and compositions of 2-4 steps. The generator never emits an instruction that equ
 (``llm_planner_node/tools/bench/plans_heldout.jsonl``, when present), the shipped planner's held-out
 set (``planner_model/heldout.jsonl``) or the prompt's worked examples (:mod:`.examples`).
 
-Every plan is accepted by the project's plan grammar (``tests/planner_model/test_plan_data.py``).
+Every plan is accepted by the project's plan grammar (``tests/tools/training/test_plan_data.py``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Failover through the planner node, as a user runs it: two ``vllm serve`` servers on
-loopback (conftest.py's ``vllm_servers``, shared with test_remote_engine.py), ``timely-fleet up
---engine remote --server URL --server URL`` as its own process (planner and simulated robots), and
-an independent ROS client (GoalClient) that sends a burst of goals. When a segment feedback
-arrives, both servers are frozen, and the one where the planner's ``/diagnostics`` then show the
-most of its streams is killed (SIGKILL): every goal still ends SUCCEEDED with the plan the model
-writes, the planner logs each failover and its ``/diagnostics`` count them.
+loopback (tests/conftest.py's ``vllm_servers``, shared with tests/engines/test_remote_engine.py),
+``timely-fleet up --engine remote --server URL --server URL`` as its own process (planner and
+simulated robots), and an independent ROS client (GoalClient) that sends a burst of goals. When a
+segment feedback arrives, both servers are frozen, and the one where the planner's
+``/diagnostics`` then show the most of its streams is killed (SIGKILL): every goal still ends
+SUCCEEDED with the plan the model writes, the planner logs each failover and its ``/diagnostics``
+count them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ pytest.importorskip("vllm")
 from llm_planner_node.planner_model.corpus import canonical_examples  # noqa: E402
 from llm_planner_node.segmenters import get_segmenter  # noqa: E402
 
-from engine_runs import REMOTE_PARAMS  # noqa: E402
+from tests.engines.engine_runs import REMOTE_PARAMS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 N_GOALS = 16

@@ -19,7 +19,7 @@ from llm_planner_node.config.params import ParamError, parse_params  # noqa: E40
 from llm_planner_node.core.skills import INDY7_ARM as A  # noqa: E402
 from robot_adapters.arm_executor import IndyArmExecutor  # noqa: E402
 from robot_adapters.executor import SkillExecutionError  # noqa: E402
-from robot_adapters.indy_sim import FakeIndy  # noqa: E402
+from robot_adapters.sim.indy_sim import FakeIndy  # noqa: E402
 from robot_adapters.perception.arm_sources import DetectionsSource, WorkspaceMap  # noqa: E402
 from robot_adapters.perception.types import Detection  # noqa: E402
 from robot_adapters.scene import Scene  # noqa: E402
@@ -122,22 +122,22 @@ def _robot(**kw):
 
 
 def test_up_refuses_a_real_arm_without_perception_in_one_sentence():
-    from llm_planner_node.up import _make_executor
+    from robot_adapters.executors import make_executor
 
     with contextlib.ExitStack() as stack, pytest.raises(ParamError) as e:
-        _make_executor(_robot(adapter="indy", host="10.0.0.7"), 0, 1.0, stack)
+        make_executor(_robot(adapter="indy", host="10.0.0.7"), 0, 1.0, stack)
     assert str(e.value) == ("robot indy_1: a real arm needs a perception source: set robots[indy_1].perception to "
                             "{source: map, objects: {...}} or {source: topic, topic: ...} (docs/guides/perception.md)")
 
 
 def test_up_names_the_host_of_an_arm_that_does_not_answer():
     from llm_planner_node.cli import CommandError, is_user_error
-    from llm_planner_node.up import _make_executor
+    from robot_adapters.executors import make_executor
 
     host = next(_hosts)  # nothing serves IndyDCP3 there: the connection is refused
     robot = _robot(adapter="indy", host=host, perception={"source": "map", "objects": MAP})
     with contextlib.ExitStack() as stack, pytest.raises(CommandError) as e:
-        _make_executor(robot, 0, 1.0, stack)
+        make_executor(robot, 0, 1.0, stack)
     assert str(e.value) == (f"robot indy_1: arm at {host} does not answer IndyDCP3 on port 20001 (UNAVAILABLE): "
                             "check that it is powered, on this network, and that `host:` in the fleet YAML is its "
                             "address")
@@ -154,14 +154,17 @@ def test_up_names_the_host_of_an_arm_that_does_not_answer():
 
 
 def test_up_builds_the_declared_source_of_a_simulated_arm():
-    from llm_planner_node.up import _make_executor
+    from llm_planner_node.up import workspace_scene
+    from robot_adapters.executors import make_executor
 
     with contextlib.ExitStack() as stack:
-        ex = _make_executor(_robot(adapter="indy-sim", host=next(_hosts),
-                                   perception={"source": "map", "objects": {"apple": [400, 0, 60]}}), 0, SCALE, stack)
+        ex = make_executor(_robot(adapter="indy-sim", host=next(_hosts),
+                                  perception={"source": "map", "objects": {"apple": [400, 0, 60]}}), 0, SCALE, stack,
+                           desk=workspace_scene)
         assert isinstance(ex.source, WorkspaceMap) and ex.detections_source is None
         _go(ex, "pick", "apple")  # the fake arm's world holds what the map declares
         assert ex.held == "apple"
-        ex = _make_executor(_robot(adapter="indy-sim", host=next(_hosts),
-                                   perception={"source": "topic", "topic": "indy_1/detections_3d"}), 1, SCALE, stack)
+        ex = make_executor(_robot(adapter="indy-sim", host=next(_hosts),
+                                  perception={"source": "topic", "topic": "indy_1/detections_3d"}), 1, SCALE, stack,
+                           desk=workspace_scene)
         assert ex.detections_source is ex.source and ex.detections_source.topic == "indy_1/detections_3d"

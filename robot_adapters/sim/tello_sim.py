@@ -18,7 +18,7 @@ Implements what the planner's drone adapter and djitellopy use:
   ``port <state> <video>`` (djitellopy's ``change_vs_udp``) or ``video_port`` says otherwise;
   ``streamoff`` stops it. The frames show the ``scene``'s objects as real photographs where the
   camera model of ``robot_adapters.scene`` puts them, seen from the simulator's own pose (see
-  ``robot_adapters.tello_video_sim``). Defaults 480x360 at 10 fps (``frame_size``, ``fps``; a
+  ``robot_adapters.sim.tello_video_sim``). Defaults 480x360 at 10 fps (``frame_size``, ``fps``; a
   real Tello sends 960x720 at 30 fps); ``setfps/setbitrate/setresolution`` answer ``ok`` and
   change nothing.
 
@@ -45,11 +45,11 @@ A ``stop`` or ``emergency`` during a motion interrupts it: the motion answers ``
 the drone where it got to.
 
 Addressing: djitellopy binds 8889 on the wildcard address, so the simulator needs its own
-network stack: run it in a namespace (see ``robot_adapters.netns``). ``TelloSim(host=...)``
+network stack: run it in a namespace (see ``robot_adapters.sim.netns``). ``TelloSim(host=...)``
 binds ``(host, 8889)``; construct it inside the namespace (``net.in_sim(lambda: TelloSim(...)
 .start())``). Commands are logged in ``sim.log`` as ``(time, command, reply)``.
 
-CLI (manual use, inside a namespace you made): ``python -m robot_adapters.tello_sim --host IP
+CLI (manual use, inside a namespace you made): ``python -m robot_adapters.sim.tello_sim --host IP
 [--scene scene.yaml] [--video 960x720@30 | --video off]``.
 """
 
@@ -75,7 +75,7 @@ from llm_planner_node.core.execution_time import (
     TELLO_YAW_DEG_S,
 )
 from robot_adapters.scene import Scene
-from robot_adapters.tello_video_sim import DEFAULT_FPS, DEFAULT_FRAME_SIZE, SceneRenderer, VideoStreamer
+from robot_adapters.sim.tello_video_sim import DEFAULT_FPS, DEFAULT_FRAME_SIZE, SceneRenderer, VideoStreamer
 
 log = logging.getLogger("timely_fleet.tello_sim")
 

@@ -19,7 +19,7 @@ import uuid
 import pytest
 import yaml
 
-from tests.node.test_first_user import ROOT, TF, Up
+from tests.e2e.test_first_user import ROOT, TF, Up
 
 pytestmark = pytest.mark.ros
 

@@ -25,7 +25,7 @@ and PPS before it, so a decoder that joins late starts at the next keyframe) and
 Annex-B elementary stream to ``(client ip, video port)`` in UDP datagrams of at most 1460 bytes,
 as a real Tello does. Defaults: 480x360 at 10 fps (a real Tello sends 960x720 at 30 fps; this
 machine shares two cores with the LLM engine). ``stats()`` measures what it costs
-(``python -m robot_adapters.tello_video_sim --bench`` prints it). Measured on the 2-core
+(``python -m robot_adapters.sim.tello_video_sim --bench`` prints it). Measured on the 2-core
 development machine at the defaults: hovering (the cached image re-encoded) ~1.1 ms per frame,
 ~2 % of one core, ~0.44 Mbit/s; turning or moving (every frame drawn) ~10 ms render + ~4 ms
 encode per frame, ~12 % of one core, ~0.9 Mbit/s; the first image of a renderer loads the photos

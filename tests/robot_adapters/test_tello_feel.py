@@ -14,7 +14,7 @@ djitellopy = pytest.importorskip("djitellopy")
 from llm_planner_node.core.skills import SkillCall  # noqa: E402
 from robot_adapters.drone_executor import TelloExecutor  # noqa: E402
 from robot_adapters.executor import SkillExecutionError  # noqa: E402
-from robot_adapters.tello_sim import TelloSim  # noqa: E402
+from robot_adapters.sim.tello_sim import TelloSim  # noqa: E402
 
 SCALE = 0.2
 

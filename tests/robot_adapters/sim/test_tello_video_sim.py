@@ -19,8 +19,8 @@ djitellopy = pytest.importorskip("djitellopy")
 av = pytest.importorskip("av")
 
 from robot_adapters.scene import Scene  # noqa: E402
-from robot_adapters.tello_sim import LOW_BATTERY_ERROR, TelloSim  # noqa: E402
-from robot_adapters.tello_video_sim import (  # noqa: E402
+from robot_adapters.sim.tello_sim import LOW_BATTERY_ERROR, TelloSim  # noqa: E402
+from robot_adapters.sim.tello_video_sim import (  # noqa: E402
     MAX_DATAGRAM,
     SceneRenderer,
     VideoStreamer,
@@ -327,7 +327,7 @@ def test_low_battery_lands_the_drone_and_the_motion_answers_error(tello_net):
 
 
 def test_cli_scene_file_and_video_option(tmp_path):
-    from robot_adapters.tello_sim import _parse_video, load_scene
+    from robot_adapters.sim.tello_sim import _parse_video, load_scene
 
     (tmp_path / "s.yaml").write_text("objects:\n  cat: {pos: [300, 50, 30], size: [40, 30]}\n")
     (tmp_path / "s.json").write_text('{"objects": {"cup": {"pos": [100, 0, 80]}}}')

@@ -14,7 +14,7 @@ from llm_planner_node.core.execution_time import ExecutionTimeModel  # noqa: E40
 from llm_planner_node.core.skills import INDY7_ARM as A  # noqa: E402
 from robot_adapters.arm_executor import IndyArmExecutor  # noqa: E402
 from robot_adapters.executor import SkillCancelled, SkillExecutionError  # noqa: E402
-from robot_adapters.indy_sim import FakeIndy  # noqa: E402
+from robot_adapters.sim.indy_sim import FakeIndy  # noqa: E402
 from robot_adapters.scene import Scene  # noqa: E402
 
 SCALE = 0.1

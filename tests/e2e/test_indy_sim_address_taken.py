@@ -14,7 +14,7 @@ import yaml
 
 pytest.importorskip("neuromeka")
 
-from robot_adapters.indy_sim import FakeIndy  # noqa: E402
+from robot_adapters.sim.indy_sim import FakeIndy  # noqa: E402
 from robot_adapters.scene import Scene  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ djitellopy = pytest.importorskip("djitellopy")
 
 from llm_planner_node.core.execution_time import ExecutionTimeModel  # noqa: E402
 from llm_planner_node.core.skills import TELLO_MINISPEC as T  # noqa: E402
-from robot_adapters.tello_sim import TelloSim  # noqa: E402
+from robot_adapters.sim.tello_sim import TelloSim  # noqa: E402
 
 SCALE = 0.5  # simulator runs twice as fast; measured durations are divided by it
 

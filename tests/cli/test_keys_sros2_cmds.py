@@ -208,8 +208,6 @@ def test_policy_topic_names_are_the_nodes_topic_names():
 
     assert ("planner/cancel_goal", STOP_SERVICE, APPROVE_SERVICE) == sp.PLANNER_SERVICES
     assert '"planner/cancel_goal"' in (ROOT / "llm_planner_node" / "ros" / "node.py").read_text()
-    if not hasattr(ros_messages, "status_topic"):
-        pytest.skip("ros_messages has no per-robot status_topic yet (statuses still on one shared topic)")
     assert ros_messages.status_topic("alpha_1") == sp.status_topic("alpha_1")
 
 

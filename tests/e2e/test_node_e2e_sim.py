@@ -162,7 +162,7 @@ def test_adapter_that_dies_mid_plan_aborts_the_goal_with_a_reason(fleet, ros_con
     from llm_planner_node.core.execution_time import ExecutionTimeModel
     from llm_planner_node.core.skills import TELLO_MINISPEC
     from robot_adapters.adapter_base import AdapterCore, AdapterNode
-    from robot_adapters.sim_fleet import SampledExecutor
+    from robot_adapters.sim.sim_fleet import SampledExecutor
 
     adapter = AdapterNode("ext1_adapter", context=ros_context)
     # slow robot (time_scale 1): the plan is still executing when the adapter dies
@@ -278,7 +278,7 @@ def test_segments_are_resent_to_an_adapter_that_missed_them(fleet, ros_context):
     from llm_planner_node.core.execution_time import ExecutionTimeModel
     from llm_planner_node.core.skills import TELLO_MINISPEC
     from robot_adapters.adapter_base import AdapterCore, AdapterNode
-    from robot_adapters.sim_fleet import SampledExecutor
+    from robot_adapters.sim.sim_fleet import SampledExecutor
 
     published = record_segments(fleet.client.node, "ext1")
     time.sleep(0.5)

@@ -93,7 +93,7 @@ def _status(out: str) -> str:
 
 
 def test_robots_see_and_feel_over_ros(tmp_path):
-    from robot_adapters import netns
+    from robot_adapters.sim import netns
 
     if not netns.available():
         pytest.skip("the Tello simulators need network namespaces (root and iproute2)")

@@ -9,7 +9,7 @@ the planner's online execution-time update.
 
 Run::
 
-    python -m robot_adapters.sim_fleet --drones 200 --arms 50 --chat 10 [--time-scale 0.1]
+    python -m robot_adapters.sim.sim_fleet --drones 200 --arms 50 --chat 10 [--time-scale 0.1]
 
 Robot ids: ``sim_drone_<i>``, ``sim_arm_<i>``, ``sim_chat_<i>`` (segments on the shared
 ``/robot_segments`` topic, one subscription for the whole fleet). ``--fail-prob`` makes skills fail at random (error text "simulated

@@ -9,7 +9,7 @@ from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC as T
 from robot_adapters.adapter_base import STATE_DONE, STATE_FAILED, AdapterCore, SegmentIn
 from robot_adapters.executor import SimulatedExecutor, SkillExecutor
-from robot_adapters.sim_fleet import SimFleet
+from robot_adapters.sim.sim_fleet import SimFleet
 
 
 def _wait(pred, timeout=10.0):

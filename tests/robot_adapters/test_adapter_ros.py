@@ -172,7 +172,7 @@ def test_drone_adapter_over_ros_with_djitellopy_and_simulator(harness, tello_net
     djitellopy = pytest.importorskip("djitellopy")
     from robot_adapters.adapter_base import AdapterCore
     from robot_adapters.drone_executor import TelloExecutor
-    from robot_adapters.tello_sim import TelloSim
+    from robot_adapters.sim.tello_sim import TelloSim
 
     ip = tello_net.sim_ips[3]
     sim = tello_net.in_sim(lambda: TelloSim(ip, time_scale=0.2).start())

@@ -22,7 +22,7 @@ def test_hundred_simulated_robots_in_one_process_execute_their_segments(ros_cont
     from llm_planner_node.core.skills import TELLO_MINISPEC as T
     from llm_planner_node.ros.messages import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
     from robot_adapters.adapter_base import AdapterNode, make_segment_msg
-    from robot_adapters.sim_fleet import SimFleet
+    from robot_adapters.sim.sim_fleet import SimFleet
 
     fleet = SimFleet(drones=N, time_scale=0.01)
     adapters = fleet.attach(AdapterNode("big_fleet", context=ros_context, segment_topics=topics))

@@ -14,11 +14,11 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def tello_net():
-    """Client and simulator namespaces joined by a veth pair (see robot_adapters.netns).
+    """Client and simulator namespaces joined by a veth pair (see robot_adapters.sim.netns).
 
     Session-scoped: djitellopy keeps one process-wide control socket, created in the client
     namespace by the first ``Tello()``; every later Tello of the session reuses it."""
-    from robot_adapters import netns
+    from robot_adapters.sim import netns
 
     if not netns.available():
         pytest.skip("network namespaces unavailable (need root and iproute2)")

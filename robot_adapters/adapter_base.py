@@ -75,7 +75,7 @@ from typing import Any, Callable, Sequence
 
 from llm_planner_node.core.budgets import Budget, BudgetExceeded, BudgetMeter, budget_for, pose_after
 from llm_planner_node.core.execution_time import ExecutionTimeModel
-from llm_planner_node.core.link import HEARTBEAT_SEQUENCE, INTERRUPTED, STALE_TERM
+from llm_planner_node.core.link import HEARTBEAT_SEQUENCE, INTERRUPTED, STALE_TERM, SegmentIn
 from llm_planner_node.core.outcomes import STATE_NAMES, RobotState
 from llm_planner_node.core.skills import SkillCall, SkillError, SkillSet
 from llm_planner_node.core.task_model import REPLAN_SKILLS
@@ -88,19 +88,6 @@ _VAR = re.compile(r"^_\d+$")
 
 STATE_IDLE, STATE_RECEIVED, STATE_EXECUTING, STATE_DONE, STATE_FAILED, STATE_CANCELLED = RobotState
 
-
-@dataclass
-class SegmentIn:
-    """A segment as received (ROS-free mirror of ``SkillSegment``)."""
-
-    goal_id: str
-    sequence: int
-    text: str = ""
-    skills: list[tuple[str, list[str]]] = field(default_factory=list)  # (name, arg values)
-    final: bool = False
-    cancel: bool = False
-    robot_id: str = ""
-    term: int = 0  # the sending planner's term (0: none given)
 
 
 @dataclass
@@ -894,60 +881,14 @@ class AdapterCore:
             log.exception("%s: status publish failed", self.robot_id)
 
 
-# ---------------------------------------------------------------------------------- ROS binding
-def segment_from_msg(msg: Any) -> SegmentIn:
-    return SegmentIn(
-        goal_id=msg.goal_id, sequence=int(msg.sequence), text=msg.text,
-        skills=[(s.name, list(s.arg_values)) for s in msg.skills],
-        final=bool(msg.final), cancel=bool(msg.cancel), robot_id=msg.robot_id, term=int(getattr(msg, "term", 0)),
-    )
 
 
-def status_to_msg(ev: StatusEvent, msg_type: Any) -> Any:
-    m = msg_type()
-    m.robot_id = ev.robot_id
-    m.goal_id = ev.goal_id
-    m.sequence = max(0, int(ev.sequence))
-    m.state = int(ev.state)
-    m.current_skill = ev.current_skill
-    m.progress = float(ev.progress)
-    m.elapsed_s = float(ev.elapsed_s)
-    m.predicted_remaining_s = float(ev.predicted_remaining_s)
-    m.skill_names = list(ev.skill_names)
-    m.skill_durations_s = [float(d) for d in ev.skill_durations_s]
-    m.error = ev.error
-    answer_type = _answer_type()
-    m.answers = [answer_type(segment=max(0, int(ev.sequence)), skill=n, value=v) for n, v in ev.answers]
-    m.has_return_value = ev.return_value is not None
-    m.return_value = ev.return_value or ""
-    m.battery_pct = float(ev.measured.battery_pct)
-    m.temperature_c = float(ev.measured.temperature_c)
-    m.height_cm = float(ev.measured.height_cm)
-    m.has_scene = ev.scene is not None
-    m.scene = [str(e)[:120] for e in (ev.scene or ())[:32]]
-    sec = int(ev.stamp)
-    m.stamp.sec = sec
-    m.stamp.nanosec = int((ev.stamp - sec) * 1e9)
-    return m
 
 
-def _answer_type() -> Any:
-    from timely_fleet.msg import SkillAnswer
-
-    return SkillAnswer
 
 
-def segment_qos() -> Any:
-    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-
-    return QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE,
-                      durability=DurabilityPolicy.VOLATILE)
 
 
-def status_qos() -> Any:
-    from llm_planner_node.ros.messages import STATUS_QOS
-
-    return STATUS_QOS
 
 
 def _node_base():
@@ -983,15 +924,19 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
 
         self._status_type = RobotStatus
         self._segment_type = SkillSegment
-        from llm_planner_node.ros.messages import (SEGMENTS_TOPIC, STATUS_TOPIC, planner_segment_topics,
-                                                   draining_subscription, segments_topic, status_topic)
+        from llm_planner_node.ros import robot_link as link  # (imports rclpy: AdapterCore works without it)
+        from llm_planner_node.ros.robot_link import (SEGMENTS_TOPIC, STATUS_TOPIC, draining_subscription,
+                                                     planner_segment_topics, segments_topic, status_topic)
+
+        self._link = link
 
         self.segment_topics = segment_topics or planner_segment_topics(per_robot_topics)
         if self.segment_topics not in ("shared", "per_robot", "both"):
             raise ValueError(f"segment_topics must be shared, per_robot or both, not {self.segment_topics!r}")
         self._segments_topic = segments_topic
         self._status_topic = status_topic if per_robot_topics else None
-        self.status_pub = None if per_robot_topics else self.create_publisher(RobotStatus, STATUS_TOPIC, status_qos())
+        self.status_pub = (None if per_robot_topics
+                           else self.create_publisher(RobotStatus, STATUS_TOPIC, self._link.status_qos()))
         self.signer = signer
         self.verifier = verifier
         self.link_drops: dict[str, int] = {}
@@ -1002,7 +947,7 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
         self._subs: list[Any] = []
         if self.segment_topics in ("shared", "both"):
             self._subs.append(draining_subscription(self, SkillSegment, SEGMENTS_TOPIC, self._on_shared_segment,
-                                                    segment_qos()))
+                                                    self._link.segment_qos()))
 
     def _drop(self, robot_id: str, reason: str, *, logged: bool = False) -> None:
         """Count a dropped message; ``logged``: its core has said why already."""
@@ -1026,7 +971,7 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
         if msg.sequence == HEARTBEAT_SEQUENCE and not msg.cancel:
             obeyed = core.heartbeat(int(msg.term))  # the planner's lease (llm_planner_node/core/link.py)
         else:
-            obeyed = core.submit(segment_from_msg(msg))
+            obeyed = core.submit(self._link.segment_from_msg(msg))
         if not obeyed:
             self._drop(core.robot_id, STALE_TERM, logged=True)  # the core logs each stale term once
 
@@ -1042,12 +987,12 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
             raise ValueError(f"robot '{core.robot_id}' already hosted")
         pub = self.status_pub
         if self._status_topic is not None:
-            pub = self.create_publisher(self._status_type, self._status_topic(core.robot_id), status_qos())
+            pub = self.create_publisher(self._status_type, self._status_topic(core.robot_id), self._link.status_qos())
         signer = self.signer
         order = threading.Lock()  # sign and publish in one step: counters reach the planner in order
 
         def publish(ev: StatusEvent, pub: Any = pub, robot_id: str = core.robot_id) -> None:
-            msg = status_to_msg(ev, self._status_type)
+            msg = self._link.status_to_msg(ev, self._status_type)
             with order:
                 if signer is not None:
                     signer.sign_status(msg, robot_id)
@@ -1060,7 +1005,8 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
             def on_segment(msg: Any, core: AdapterCore = core) -> None:
                 self._deliver(msg, core, topic)
 
-            self._subs.append(self.create_subscription(self._segment_type, topic, on_segment, segment_qos()))
+            self._subs.append(self.create_subscription(self._segment_type, topic, on_segment,
+                                                       self._link.segment_qos()))
         from robot_adapters.robot_topics import attach
 
         self.topics[core.robot_id] = attach(self, core)  # camera, detections, battery under its id
@@ -1097,17 +1043,3 @@ def spin_node(node: Any, context: Any = None, *, seconds: float | None = None) -
         node.destroy_node()
 
 
-def make_segment_msg(goal_id: str, robot_id: str, sequence: int, calls: Sequence[SkillCall] = (),
-                     text: str = "", final: bool = False, cancel: bool = False,
-                     skill_set: SkillSet | None = None, term: int = 0) -> Any:
-    """Build a ``SkillSegment`` (tests, demos, mission scripts); ``term``: the sender's planner term."""
-    from timely_fleet.msg import Skill, SkillSegment
-
-    m = SkillSegment(goal_id=goal_id, robot_id=robot_id, sequence=sequence, text=text, final=final, cancel=cancel,
-                     term=term)
-    out = []
-    for c in calls:
-        arg_names = [a.name for a in skill_set.spec(c.name).args[: len(c.args)]] if skill_set else [""] * len(c.args)
-        out.append(Skill(name=c.name, arg_names=arg_names, arg_values=[str(v) for v in c.args]))
-    m.skills = out
-    return m

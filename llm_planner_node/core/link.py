@@ -17,6 +17,7 @@ a message without a term (a planner from before terms): accepted only while no t
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 #: ``SkillSegment.sequence`` of a planner heartbeat (no plan has 2**32 - 1 segments).
 HEARTBEAT_SEQUENCE = 2**32 - 1
@@ -63,3 +64,19 @@ class PlannerTerm:
                 raise ValueError(f"the planner's term can only go up: {term} is not above the current term {old}")
             self._term = int(term)
             return old
+
+
+@dataclass
+class SegmentIn:
+    """A planner message as an adapter receives it (ROS-free mirror of ``SkillSegment``: a
+    segment, a stop with ``cancel``, or a heartbeat with sequence :data:`HEARTBEAT_SEQUENCE`)."""
+
+    goal_id: str
+    sequence: int
+    text: str = ""
+    skills: list[tuple[str, list[str]]] = field(default_factory=list)  # (name, arg values)
+    final: bool = False
+    cancel: bool = False
+    robot_id: str = ""
+    term: int = 0  # the sending planner's term (0: none given)
+

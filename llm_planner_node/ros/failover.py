@@ -30,7 +30,8 @@ from timely_fleet.msg import JournalGoal, PlannerJournal, PlannerRole, SkillAnsw
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
 from llm_planner_node.core.task_model import Progress, Segment
-from llm_planner_node.ros.messages import JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC, skill_msgs
+from llm_planner_node.ros.messages import JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
+from llm_planner_node.ros.robot_link import skill_msgs
 from llm_planner_node.security.signing import Counter, RobotKey, mac_bytes, sign, verify
 from llm_planner_node.service.ports import GoalIn
 from llm_planner_node.service.takeover import JournalEntry

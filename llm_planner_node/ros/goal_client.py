@@ -635,7 +635,7 @@ class GoalClient:
         """Subscribe ``/robot_status`` (every adapter's progress) on this client's node."""
         from timely_fleet.msg import RobotStatus
 
-        from llm_planner_node.ros.messages import STATUS_QOS, STATUS_TOPIC
+        from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_TOPIC
 
         return self.node.create_subscription(RobotStatus, STATUS_TOPIC, callback, STATUS_QOS)
 

@@ -57,10 +57,8 @@ from llm_planner_node.ros.failover import JOURNAL_MIN_S, JOURNAL_PERIOD_S, Failo
 from llm_planner_node.service.takeover import JournalEntry
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
 from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key
-from llm_planner_node.ros.messages import (ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, STATUS_QOS,
-                           STATUS_READER_QOS, STATUS_TOPIC, action_qos_kwargs, build_result, draining_subscription,
-                           rejected_result, segment_message, segment_publishers, status_goal_id, status_topic,
-                           stop_message, heartbeat_message, status_robot_id, VITALS_GOAL_ID)
+from llm_planner_node.ros.messages import ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, action_qos_kwargs, build_result, rejected_result
+from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_READER_QOS, STATUS_TOPIC, draining_subscription, segment_message, segment_publishers, status_goal_id, status_topic, stop_message, heartbeat_message, status_robot_id, VITALS_GOAL_ID
 
 
 class HotPathLog:

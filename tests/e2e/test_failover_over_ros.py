@@ -47,7 +47,8 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
     from timely_fleet.action import PlanTask
     from timely_fleet.msg import GoalResult
 
-    from llm_planner_node.ros.messages import ACTION_NAME, RESULTS_TOPIC, STATUS_QOS, action_qos_kwargs
+    from llm_planner_node.ros.messages import ACTION_NAME, RESULTS_TOPIC, action_qos_kwargs
+    from llm_planner_node.ros.robot_link import STATUS_QOS
 
     params = fleet_yaml(tmp_path / "fleet.yaml")
     adapters = Up("--params", params, "--only", "adapters")

@@ -20,8 +20,9 @@ def test_hundred_simulated_robots_in_one_process_execute_their_segments(ros_cont
     from timely_fleet.msg import RobotStatus, SkillSegment
 
     from llm_planner_node.core.skills import TELLO_MINISPEC as T
-    from llm_planner_node.ros.messages import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
-    from robot_adapters.adapter_base import AdapterNode, make_segment_msg
+    from llm_planner_node.ros.robot_link import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
+    from robot_adapters.adapter_base import AdapterNode
+    from llm_planner_node.ros.robot_link import make_segment_msg
     from robot_adapters.sim.sim_fleet import SimFleet
 
     fleet = SimFleet(drones=N, time_scale=0.01)

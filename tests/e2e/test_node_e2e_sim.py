@@ -38,7 +38,7 @@ def fleet(ros_context):
 
 
 def record(node, msg_type, topic, qos=None):
-    from llm_planner_node.ros.messages import STATUS_QOS
+    from llm_planner_node.ros.robot_link import STATUS_QOS
 
     got: list[tuple[float, object]] = []
     node.create_subscription(msg_type, topic, lambda m: got.append((time.monotonic(), m)), qos or STATUS_QOS)
@@ -50,7 +50,7 @@ def record_segments(node, robot_id):
     (the planner's default), picked by ``robot_id``."""
     from timely_fleet.msg import SkillSegment
 
-    from llm_planner_node.ros.messages import SHARED_SEGMENT_QOS
+    from llm_planner_node.ros.robot_link import SHARED_SEGMENT_QOS
 
     got: list[tuple[float, object]] = []
 

@@ -43,7 +43,7 @@ def test_adapters_stop_their_robots_when_the_planner_dies(ros_context):
     import rclpy
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.messages import STATUS_QOS
+    from llm_planner_node.ros.robot_link import STATUS_QOS
 
     statuses: list[tuple[float, RobotStatus]] = []
     node = rclpy.create_node("lease_watch", context=ros_context)
@@ -115,7 +115,7 @@ def test_operator_stop_halts_the_real_protocol_robots_and_the_next_goal_runs(ros
     import rclpy
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.messages import STATUS_QOS
+    from llm_planner_node.ros.robot_link import STATUS_QOS
 
     statuses: list[tuple[float, RobotStatus]] = []
     node = rclpy.create_node("stop_watch", context=ros_context)

@@ -45,7 +45,7 @@ def test_forged_statuses_change_nothing_and_are_counted(ros_context, tmp_path, p
     from timely_fleet.msg import RobotStatus
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.messages import STATUS_QOS, STATUS_TOPIC, status_topic
+    from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_TOPIC, status_topic
     from llm_planner_node.security.signing import Keystore, sign_status_msg
     from llm_planner_node.up import running_fleet
 
@@ -95,7 +95,7 @@ def test_forged_segments_are_not_executed_and_a_rogue_cancel_is_ignored(ros_cont
     from timely_fleet.msg import RobotStatus, Skill, SkillSegment
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.messages import SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC, segment_topic_of, status_topic
+    from llm_planner_node.ros.robot_link import SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC, segment_topic_of, status_topic
     from llm_planner_node.security.signing import Keystore, now_us, sign_segment_msg
     from llm_planner_node.up import running_fleet
 

@@ -21,8 +21,9 @@ class Harness:
         from rclpy.node import Node
         from timely_fleet.msg import RobotStatus, SkillSegment
 
-        from llm_planner_node.ros.messages import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS
-        from robot_adapters.adapter_base import AdapterNode, status_qos
+        from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS
+        from robot_adapters.adapter_base import AdapterNode
+        from llm_planner_node.ros.robot_link import status_qos
 
         self.ctx = ctx
         self.adapter = AdapterNode("test_adapter", context=ctx)
@@ -59,7 +60,7 @@ class Harness:
         return core
 
     def send(self, robot_id, goal, seq, calls=(), text="", final=False, cancel=False, skill_set=None):
-        from robot_adapters.adapter_base import make_segment_msg
+        from llm_planner_node.ros.robot_link import make_segment_msg
 
         self._pub.publish(make_segment_msg(goal, robot_id, seq, calls, text, final, cancel, skill_set))
 
@@ -207,8 +208,9 @@ def test_shared_segment_topic_dispatches_by_robot_id(ros_context):
     from rclpy.node import Node
     from timely_fleet.msg import RobotStatus, SkillSegment
 
-    from llm_planner_node.ros.messages import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
-    from robot_adapters.adapter_base import AdapterNode, make_segment_msg
+    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
+    from robot_adapters.adapter_base import AdapterNode
+    from llm_planner_node.ros.robot_link import make_segment_msg
 
     adapter = AdapterNode("shared_adapter", context=ros_context)  # shared: the default
     assert adapter.segment_topics == "shared"

@@ -16,7 +16,7 @@ def test_every_message_arrives_once_in_order_and_a_flood_does_not_hold_back_anot
     from rclpy.node import Node
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.messages import STATUS_QOS, STATUS_READER_QOS, draining_subscription
+    from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_READER_QOS, draining_subscription
 
     pub_node = Node("drain_pub", context=ros_context)
     sub_node = Node("drain_sub", context=ros_context)

@@ -20,7 +20,7 @@ def test_the_goal_id_read_from_the_bytes_is_the_messages(robot_id, goal_id, sequ
     from rclpy.serialization import serialize_message
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.messages import status_goal_id
+    from llm_planner_node.ros.robot_link import status_goal_id
 
     raw = serialize_message(RobotStatus(robot_id=robot_id, goal_id=goal_id, sequence=sequence, error=error))
     got = status_goal_id(raw)
@@ -32,7 +32,7 @@ def test_the_goal_id_read_from_the_bytes_is_the_messages(robot_id, goal_id, sequ
 
 
 def test_garbage_bytes_are_no_goal_id():
-    from llm_planner_node.ros.messages import status_goal_id
+    from llm_planner_node.ros.robot_link import status_goal_id
 
     for raw in (b"", b"\x00\x01", b"\x00\x01\x00\x00\xff\xff\xff\xff", b"\x00\x01\x00\x00" + b"\x05\x00\x00\x00ab"):
         assert status_goal_id(raw) is None

@@ -229,7 +229,7 @@ def flood_main(rate: float, seconds: float, robot_ids: list[str], seed: int = 1)
     from rclpy.context import Context
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.messages import STATUS_QOS, STATUS_TOPIC
+    from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_TOPIC
 
     rng = random.Random(seed)
     ctx = Context()
@@ -284,7 +284,7 @@ def status_recorder_main(out_path: str) -> None:
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.messages import STATUS_TOPIC, draining_subscription, status_goal_id
+    from llm_planner_node.ros.robot_link import STATUS_TOPIC, draining_subscription, status_goal_id
 
     ctx = Context()
     rclpy.init(context=ctx)
@@ -428,7 +428,8 @@ class Recorder:
     def __init__(self, node: Any, robot_ids: list[str]) -> None:
         from timely_fleet.msg import GoalRecord, GoalResult, RobotStatus, SkillSegment
 
-        from llm_planner_node.ros.messages import GOALS_TOPIC, RESULTS_TOPIC, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_TOPIC
+        from llm_planner_node.ros.messages import GOALS_TOPIC, RESULTS_TOPIC
+        from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_TOPIC
 
         self.node = node
         self.lock = threading.Lock()
@@ -672,7 +673,8 @@ def run_campaign(cfg: Config, workdir: Path) -> dict:
     from unique_identifier_msgs.msg import UUID
 
     from llm_planner_node.ros.goal_client import GoalClient
-    from llm_planner_node.ros.messages import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC, action_qos_kwargs
+    from llm_planner_node.ros.messages import action_qos_kwargs
+    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC
 
     rng = random.Random(cfg.seed)
     planner_yaml, a_yaml, b_yaml, robot_ids, b_ids = fleet_yamls(cfg, workdir)

@@ -153,7 +153,7 @@ def wakeup_publisher_main(mode: str, n: int, count: int, rate: float, domain_rea
     import rclpy
     from timely_fleet.msg import SkillSegment
 
-    from llm_planner_node.ros.messages import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, segments_topic
+    from llm_planner_node.ros.robot_link import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, segments_topic
 
     rclpy.init()
     node = rclpy.create_node("wakeup_pub")
@@ -192,8 +192,8 @@ def measure_wakeup(n: int, mode: str, count: int, tmp: Path, rate: float = 200.0
     from rclpy.node import Node
     from timely_fleet.msg import SkillSegment
 
-    from llm_planner_node.ros.messages import SEGMENTS_TOPIC, segments_topic
-    from robot_adapters.adapter_base import segment_qos
+    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, segments_topic
+    from llm_planner_node.ros.robot_link import segment_qos
 
     ctx = Context()
     rclpy.init(context=ctx)
@@ -263,7 +263,7 @@ def run_size(cfg: Config, n: int, tmp: Path) -> dict[str, Any]:
 
     from llm_planner_node.ros.goal_client import GoalClient
     from llm_planner_node.tools.evaluation.live import live_instruction
-    from llm_planner_node.ros.messages import SEGMENTS_TOPIC, planner_segment_topics, segments_topic
+    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, planner_segment_topics, segments_topic
 
     params = fleet_yaml(cfg, n, tmp)
     arrivals = workload(n, cfg.duration_s, cfg.seed)

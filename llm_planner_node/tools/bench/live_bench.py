@@ -391,7 +391,8 @@ class GoalArrivals:
     def __init__(self, node: Any) -> None:
         from timely_fleet.msg import GoalRecord
 
-        from llm_planner_node.ros.messages import GOALS_TOPIC, STATUS_QOS
+        from llm_planner_node.ros.messages import GOALS_TOPIC
+        from llm_planner_node.ros.robot_link import STATUS_QOS
 
         self.arrival: dict[str, float] = {}
         self._offset = self._wall_minus_monotonic()

@@ -155,7 +155,7 @@ class Recorder:
         import rclpy
         from timely_fleet.msg import RobotStatus
 
-        from llm_planner_node.ros.messages import STATUS_QOS
+        from llm_planner_node.ros.robot_link import STATUS_QOS
 
         self.statuses: list[tuple[float, Any]] = []
         self._lock = threading.Lock()

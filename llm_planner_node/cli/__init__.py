@@ -53,6 +53,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench plans": ("plan quality of any model on held-out instructions: valid, semantic match, executed on simulated robots, unsafe", "llm_planner_node.tools.bench.plans_bench"),
     "bench engines": ("in-process vLLM vs remote vLLM servers: per-token overhead, time to first segment, 1 vs 2 servers", "llm_planner_node.tools.bench.engines_bench"),
     "bench safety": ("adversarial plans, a planner killed mid-plan and an emergency stop against planner and adapters as separate processes", "llm_planner_node.tools.bench.safety_bench"),
+    "bench failover": ("planner failover under load: the active planner SIGKILLed K times (and once SIGSTOPped) while goals run, a standby taking over each time: lost goals, duplicate segments, stale commands, takeover time", "llm_planner_node.tools.bench.failover_bench"),
     "bench perception": ("the Tello adapter looking for objects on real decoded video from the simulator: found, false finds, detection time, stale-frame refusals", "llm_planner_node.tools.bench.perception_bench"),
     "bench exec-model": ("execution-time model error and online convergence", "llm_planner_node.tools.bench.exec_model_bench"),
     "eval": ("run policies on a workload (simulated or live) and report metrics", "llm_planner_node.tools.evaluation.eval_cmd"),

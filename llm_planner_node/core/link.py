@@ -1,7 +1,7 @@
 """The robot link's protocol constants, shared by the planner and the adapters (ROS-free).
 
 The planner's lease: while a robot runs one of its goals, the planner sends the robot's adapter a
-*heartbeat* at least every third of ``security.lease_s`` (any segment or stop it sends counts as
+*heartbeat* at least every sixth of ``security.lease_s`` (any segment or stop it sends counts as
 one): a ``SkillSegment`` with ``sequence`` :data:`HEARTBEAT_SEQUENCE`, no skills, signed with the
 robot's key like every planner message. An adapter whose robot is executing and that has heard
 nothing from its planner for ``lease_s`` stops the robot and reports ``stopped: planner lost``.

@@ -175,7 +175,9 @@ class Planner:
         segs = list(progress.segments)
         req = Request(rid, goal, arrival, prompt_tokens, earlier=earlier, seq_base=progress.seq_base,
                       requeued_at=arrival if earlier else None, segments=segs,
-                      gen_start=list(progress.gen_start), gen_end=list(progress.gen_end),
+                      # a generation time the journal did not carry counts from the arrival
+                      gen_start=[arrival if t is None else t for t in progress.gen_start],
+                      gen_end=[arrival if t is None else t for t in progress.gen_end],
                       dispatched_at=[t for t in progress.dispatched_at if t is not None],
                       predicted_exec=[self.exec_model.predict(goal.robot_id, goal.robot_kind, s.calls) for s in segs],
                       exec_start=list(progress.exec_start), exec_end=list(progress.exec_end),

@@ -17,6 +17,7 @@ holds and how a goal is adopted is in :mod:`llm_planner_node.service.takeover` (
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rclpy.qos import LivelinessPolicy, QoSProfile
-from rclpy.serialization import serialize_message
 from timely_fleet.msg import JournalGoal, PlannerJournal, PlannerRole, SkillAnswer, SkillSegment
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
@@ -118,13 +118,20 @@ def entry_of_msg(m: Any) -> JournalEntry:
 
 
 def _journal_fields(msg: Any) -> bytes:
-    """The bytes a journal's MAC covers: the message serialized with its signature fields empty."""
-    key_id, counter, mac = msg.key_id, msg.counter, msg.mac
-    msg.key_id, msg.counter, msg.mac = "", 0, []
-    try:
-        return serialize_message(msg)
-    finally:
-        msg.key_id, msg.counter, msg.mac = key_id, counter, mac
+    """The bytes a journal's MAC covers: every field but the signature's, in an explicit encoding
+    (canonical JSON; a message's CDR serialization may differ between sender and receiver in its
+    padding bytes, so it cannot be what is signed)."""
+    def plain(value: Any) -> Any:
+        if hasattr(value, "get_fields_and_field_types"):
+            return {k: plain(getattr(value, k)) for k in value.get_fields_and_field_types()
+                    if k not in ("key_id", "counter", "mac")}
+        if isinstance(value, (list, tuple)) or type(value).__name__ in ("array", "ndarray"):
+            return [plain(v) for v in value]
+        if isinstance(value, float):
+            return repr(value)
+        return value
+
+    return json.dumps(plain(msg), sort_keys=True, separators=(",", ":")).encode()
 
 
 def sign_journal(msg: Any, key: RobotKey | None, counter: Counter) -> Any:

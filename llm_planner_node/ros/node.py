@@ -318,9 +318,11 @@ class PlannerNode(LifecycleNode):
             self._status_subs = [draining_subscription(self.status_node, RobotStatus, STATUS_TOPIC,
                                                        self._on_status_raw, STATUS_READER_QOS, raw=True)]
         # the planner's lease (core/link.py): robots running a goal hear from it at least every
-        # lease_s / 3 (a segment, a stop or a heartbeat), else their adapters stop them
+        # lease_s / 6 (a segment, a stop or a heartbeat), else their adapters stop them; so often
+        # that a standby taking over after lease_s / 2 of silence still reaches them in time
+        # (silence before a crash at most lease_s / 4, + lease_s / 2, well inside lease_s)
         if params.security.lease_s > 0:
-            self._heartbeat_timer = self.create_timer(params.security.lease_s / 6, self._heartbeat)
+            self._heartbeat_timer = self.create_timer(params.security.lease_s / 12, self._heartbeat)
 
     def _destroy_entities(self) -> None:
         """Destroy what :meth:`_create_entities` created (nothing while the node is unconfigured)."""
@@ -486,11 +488,11 @@ class PlannerNode(LifecycleNode):
         self._last_sent[robot_id] = time.monotonic()
 
     def _heartbeat(self) -> None:
-        """Renew the lease of every robot running a goal that heard nothing for lease_s / 3."""
+        """Renew the lease of every robot running a goal that heard nothing for lease_s / 6."""
         service = self.service
         if service is None:
             return
-        period = self.params.security.lease_s / 3
+        period = self.params.security.lease_s / 6
         now = time.monotonic()
         for robot_id, goal_id in service.active_goals().items():
             if now - self._last_sent.get(robot_id, 0.0) >= period:

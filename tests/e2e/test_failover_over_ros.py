@@ -1,5 +1,5 @@
 """Failover as a team runs it: the robots' adapters, an active planner and a standby as three
-`timely-fleet up` processes (the Tello SDK simulator behind djitellopy, the IndyDCP3 servicer behind
+`timely-fleet up` processes on a signed link (the Tello SDK simulator behind djitellopy, the IndyDCP3 servicer behind
 the neuromeka client, robots in real time), the active SIGKILLed mid-plan.
 
 The drone's goal, sent with `timely-fleet goal`, and the arm's, sent with a plain rclpy
@@ -30,7 +30,7 @@ ARM_PLAN = "look(apple);pick(apple);place(apple, tray);"
 def fleet_yaml(path) -> str:
     path.write_text(yaml.safe_dump({
         "planner": {"policy": "timelyllm", "engine": {"kind": "scripted"}, "robot_timeout_s": 30.0},
-        "security": {"lease_s": 3.0, "lease_grace_s": 2.0},
+        "security": {"mode": "sign", "keystore": str(path.parent / "keys"), "lease_s": 3.0, "lease_grace_s": 2.0},
         "robots": [
             {"id": "tello_1", "kind": "drone", "skill_set": "tello_minispec", "adapter": "tello-sim",
              "perception": {"source": "scene"}},
@@ -73,11 +73,13 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
                                  stderr=subprocess.STDOUT, text=True)
         lines: list[str] = []
         killed = threading.Event()
+        standby_lines_at_kill: list[int] = []
 
         def read() -> None:
             for line in drone.stdout:
                 lines.append(line.rstrip("\n"))
                 if "segment 0 finished" in line and not killed.is_set():
+                    standby_lines_at_kill.append(len(standby.lines))
                     killed.set()
                     active.proc.send_signal(signal.SIGKILL)  # mid-plan: segment 1 is running
         reader = threading.Thread(target=read, daemon=True)
@@ -115,6 +117,8 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
         assert all(s.execution_end_s >= 0 for s in arm.segments)
 
         log = "\n".join(standby.lines)
+        # the standby followed the signed journal until the kill, and took over only after it
+        assert not any("took over" in line for line in standby.lines[:standby_lines_at_kill[0]]), log
         assert re.search(r"took over from planner .* at term 2: .*adopted 2 goal\(s\)", log), log
         assert "planner lost" not in "\n".join(adapters.lines), "a robot was stopped by its lease"
         executor.shutdown(timeout_sec=2)

@@ -11,8 +11,10 @@ the command says so).
 
 - ``planner.policy.xml``: enclave ``/timely_fleet[/NS]/planner`` (node ``llm_planner``): publish
   every robot's ``robots/<id>/segments``, ``planner/goals|results|stats``, ``/diagnostics``;
-  subscribe every robot's ``robots/<id>/status``; execute the ``plan_task`` action; its
-  parameter and lifecycle services;
+  subscribe every robot's ``robots/<id>/status``; publish and subscribe ``planner/journal`` and
+  ``planner/active`` (failover); execute the ``plan_task`` action; its parameter and lifecycle
+  services; ``planner_standby.policy.xml``: the same for a standby planner, enclave
+  ``/timely_fleet[/NS]/planner_standby`` (node ``llm_planner_standby``);
 - ``robot_<id>.policy.xml``: one enclave per robot adapter, ``/timely_fleet[/NS]/robots/<id>``
   (node ``adapter_<id>``): subscribe only its own ``robots/<id>/segments``, publish only its own
   ``robots/<id>/status``;
@@ -45,6 +47,10 @@ PLANNER_NODE = "llm_planner"
 OPERATOR_NODE = "timely_fleet_operator"
 ACTION_NAME = "plan_task"
 PLANNER_TOPICS = ("planner/goals", "planner/results", "planner/stats")
+#: The planners' journal and role (failover): an active planner and its standby each publish and
+#: read both; clients read the role.
+FAILOVER_TOPICS = ("planner/journal", "planner/active")
+STANDBY_NODE = "llm_planner_standby"
 #: The planner's services: cancel a goal by id, the operator's stop and approval (ros/node.py,
 #: ros/operator.py). The planner replies; the operator enclave may request them.
 PLANNER_SERVICES = ("planner/cancel_goal", "planner/stop_robots", "planner/approve")
@@ -135,13 +141,16 @@ def _check_ids(robot_ids: Iterable[str]) -> list[str]:
     return ids
 
 
-def add_planner_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespace: str = "") -> None:
+def add_planner_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespace: str = "", *,
+                        node: str = PLANNER_NODE, name: str = "planner") -> None:
+    """The planner's enclave (``name`` ``planner_standby``, node ``llm_planner_standby``: a
+    standby planner's, the same rights: it becomes the active one)."""
     ids = _check_ids(robot_ids)
-    p = _profile(enclaves, enclave_path("planner", namespace), PLANNER_NODE, namespace)
+    p = _profile(enclaves, enclave_path(name, namespace), node, namespace)
     _node_basics(p, lifecycle=True)
-    _rules(p, "topics", "topic", [segments_topic(r) for r in ids] + list(PLANNER_TOPICS) + [DIAGNOSTICS_TOPIC],
-           publish="ALLOW")
-    _rules(p, "topics", "topic", [status_topic(r) for r in ids], subscribe="ALLOW")
+    _rules(p, "topics", "topic", [segments_topic(r) for r in ids] + list(PLANNER_TOPICS) + [DIAGNOSTICS_TOPIC]
+           + list(FAILOVER_TOPICS), publish="ALLOW")
+    _rules(p, "topics", "topic", [status_topic(r) for r in ids] + list(FAILOVER_TOPICS), subscribe="ALLOW")
     _rules(p, "actions", "action", [ACTION_NAME], execute="ALLOW")
     _rules(p, "services", "service", PLANNER_SERVICES, reply="ALLOW")
 
@@ -158,7 +167,8 @@ def add_operator_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespa
     ids = _check_ids(robot_ids)
     p = _profile(enclaves, enclave_path("operator", namespace), OPERATOR_NODE, namespace)
     _node_basics(p)
-    watched = list(PLANNER_TOPICS) + [DIAGNOSTICS_TOPIC] + [t for r in ids for t in (segments_topic(r), status_topic(r))]
+    watched = list(PLANNER_TOPICS) + [DIAGNOSTICS_TOPIC, "planner/active"] + [
+        t for r in ids for t in (segments_topic(r), status_topic(r))]
     _rules(p, "topics", "topic", watched, subscribe="ALLOW")
     _rules(p, "actions", "action", [ACTION_NAME], call="ALLOW")
     planner_services = [f"{PLANNER_NODE}/{s[2:]}" for s in PARAMETER_SERVICES + LIFECYCLE_SERVICES]
@@ -179,7 +189,9 @@ def to_xml(policy: ET.Element) -> str:
 def fleet_policies(robot_ids: Iterable[str], namespace: str = "") -> dict[str, str]:
     """File name -> policy XML text: one file per enclave plus ``fleet.policy.xml`` with all."""
     ids = _check_ids(robot_ids)
-    builders = [("planner.policy.xml", lambda e: add_planner_enclave(e, ids, namespace))]
+    builders = [("planner.policy.xml", lambda e: add_planner_enclave(e, ids, namespace)),
+                ("planner_standby.policy.xml",
+                 lambda e: add_planner_enclave(e, ids, namespace, node=STANDBY_NODE, name="planner_standby"))]
     builders += [(f"robot_{r}.policy.xml", lambda e, r=r: add_robot_enclave(e, r, namespace)) for r in ids]
     builders += [("operator.policy.xml", lambda e: add_operator_enclave(e, ids, namespace))]
     files: dict[str, str] = {}
@@ -194,7 +206,8 @@ def fleet_policies(robot_ids: Iterable[str], namespace: str = "") -> dict[str, s
 
 
 def enclave_paths(robot_ids: Iterable[str], namespace: str = "") -> list[str]:
-    return ([enclave_path("planner", namespace)] + [enclave_path(f"robots/{r}", namespace) for r in robot_ids]
+    return ([enclave_path("planner", namespace), enclave_path("planner_standby", namespace)]
+            + [enclave_path(f"robots/{r}", namespace) for r in robot_ids]
             + [enclave_path("operator", namespace)])
 
 

@@ -118,7 +118,8 @@ def test_sros2_writes_valid_policies_with_one_enclave_per_robot(tmp_path, namesp
     assert proc.returncode == 0, proc.stderr
     # this YAML leaves security.per_robot_topics off: the command says the policies need it on
     assert "security.per_robot_topics: true" in proc.stdout
-    expected = {"planner.policy.xml", "operator.policy.xml", "fleet.policy.xml", "create_keystore.sh"}
+    expected = {"planner.policy.xml", "planner_standby.policy.xml", "operator.policy.xml", "fleet.policy.xml",
+                "create_keystore.sh"}
     expected |= {f"robot_{r}.policy.xml" for r in ROBOTS}
     assert {p.name for p in out.iterdir()} == expected
     for p in out.glob("*.xml"):
@@ -129,6 +130,9 @@ def test_sros2_writes_valid_policies_with_one_enclave_per_robot(tmp_path, namesp
     assert {f"robots/{r}/segments" for r in ROBOTS} <= planner["publish"]
     assert {f"robots/{r}/status" for r in ROBOTS} <= planner["subscribe"]
     assert {"planner/goals", "planner/results", "planner/stats", "/diagnostics"} <= planner["publish"]
+    # failover: a planner writes and reads the journal and the role; its standby has the same rights
+    assert {"planner/journal", "planner/active"} <= planner["publish"] & planner["subscribe"]
+    assert topics_of(fleet, f"{prefix}/planner_standby") == planner
     assert planner["execute"] == {"plan_task"}
     # the planner answers cancels, stops and approvals; only the operator may ask
     assert planner["reply"] >= {"planner/cancel_goal", "planner/stop_robots", "planner/approve"}
@@ -200,15 +204,16 @@ def test_policy_topic_names_are_the_nodes_topic_names():
     """The policy must name the topics the nodes use (per-robot status topics: the lead's wiring)."""
     pytest.importorskip("rclpy")
     from llm_planner_node.ros import messages as ros_messages
+    from llm_planner_node.ros import robot_link
 
-    assert ros_messages.segments_topic("alpha_1") == sp.segments_topic("alpha_1")
+    assert robot_link.segments_topic("alpha_1") == sp.segments_topic("alpha_1")
     assert ros_messages.ACTION_NAME == sp.ACTION_NAME
     assert (ros_messages.GOALS_TOPIC, ros_messages.RESULTS_TOPIC, ros_messages.STATS_TOPIC) == sp.PLANNER_TOPICS
     from llm_planner_node.ros.operator import APPROVE_SERVICE, STOP_SERVICE
 
     assert ("planner/cancel_goal", STOP_SERVICE, APPROVE_SERVICE) == sp.PLANNER_SERVICES
     assert '"planner/cancel_goal"' in (ROOT / "llm_planner_node" / "ros" / "node.py").read_text()
-    assert ros_messages.status_topic("alpha_1") == sp.status_topic("alpha_1")
+    assert robot_link.status_topic("alpha_1") == sp.status_topic("alpha_1")
 
 
 # -- signed ROS messages through serialization ------------------------------------------------------

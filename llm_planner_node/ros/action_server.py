@@ -201,7 +201,14 @@ class FinishLaterActionServer(ActionServer):
     #: wait behind a burst of good ones.
     rejects_at_once: Callable[[Any], bool] | None = None
 
+    #: Set by the node: True while the planner may have been replaced without knowing it yet (it was
+    #: paused past a standby's takeover time): requests taken now are dropped unanswered (clients
+    #: ask again), so a stale planner never answers "unknown goal" for a goal its successor holds.
+    answers_held: Callable[[], bool] | None = None
+
     async def execute(self, taken_data: Any) -> None:
+        if self.answers_held is not None and self.answers_held():
+            return
         goals = ([taken_data.pop("goal")] if "goal" in taken_data else []) + taken_data.pop("more_goal", [])
         if self.rejects_at_once is not None and len(goals) > 1:
             goals.sort(key=lambda g: not self.rejects_at_once(g[1].goal))  # stable: good ones keep their order

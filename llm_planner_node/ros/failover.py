@@ -184,8 +184,11 @@ class FailoverLink:
         self._name = f"{node.get_fully_qualified_name()}@{socket.gethostname()}:{os.getpid()}"
         self._journal_pub = node.create_publisher(PlannerJournal, JOURNAL_TOPIC, journal_qos(lease_s))
         self._role_pub = node.create_publisher(PlannerRole, ROLE_TOPIC, LATCHED_QOS)
-        # fencing follows the signed journal only: planner/active is unsigned (clients read it)
-        self._subs = [node.create_subscription(PlannerJournal, JOURNAL_TOPIC, self._on_journal, journal_qos(lease_s))]
+        # fencing follows the signed journal only: planner/active is unsigned (clients read it); a
+        # standby's role there tells an active planner that one follows it (see PlannerNode._resumed)
+        self.standby_seen = False
+        self._subs = [node.create_subscription(PlannerJournal, JOURNAL_TOPIC, self._on_journal, journal_qos(lease_s)),
+                      node.create_subscription(PlannerRole, ROLE_TOPIC, self._on_role, LATCHED_QOS)]
 
     def destroy(self) -> None:
         for sub in self._subs:
@@ -217,6 +220,10 @@ class FailoverLink:
     # -- the standby side -------------------------------------------------------------------------
     def _drop(self, why: str) -> None:
         self.drops[why] = self.drops.get(why, 0) + 1
+
+    def _on_role(self, msg: Any) -> None:
+        if msg.node != self._name and msg.role == "standby":
+            self.standby_seen = True
 
     def _on_journal(self, msg: Any) -> None:
         if msg.node == self._name:

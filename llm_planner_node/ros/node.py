@@ -127,6 +127,7 @@ class PlannerNode(LifecycleNode):
         self._journal_dirty = False  # a goal arrived or ended, or a segment went out, since the last journal
         self._accepted_at: dict[str, float] = {}  # goal id -> when the action server handed it over (monotonic)
         self._lifecycle_active = False
+        self._last_tick = time.monotonic()  # the failover tick's last run (a pause shows as a gap)
         self.takeovers: list[dict[str, Any]] = []  # each takeover: term, from, adopted goal ids, seconds
         self._service_args = dict(engine=engine, engine_factory=engine_factory, prompt_builder=prompt_builder,
                                   clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends,
@@ -183,6 +184,7 @@ class PlannerNode(LifecycleNode):
                                                **action_qos_kwargs("server"))
         self._server.allow_cancel_all = self.params.security.allow_cancel_all
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
+        self._server.answers_held = self._resumed
         before = set(self.services)
         self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self.goals_callback_group)
         operator_ros.attach(self)  # planner/stop_robots, planner/approve (operator_ros.py)
@@ -669,7 +671,14 @@ class PlannerNode(LifecycleNode):
         """Every 50 ms: the active planner's journal (at least every JOURNAL_PERIOD_S), or a
         standby's watch on the active one."""
         service, link = self.service, self._failover
+        gap, self._last_tick = time.monotonic() - self._last_tick, time.monotonic()
         if service is None or link is None or self.fenced is not None:
+            return
+        if self.role == ACTIVE and link.standby_seen and gap >= self._takeover_s():
+            # paused (SIGSTOP, a frozen host) past a standby's takeover time: it has taken over, or
+            # would have; a planner that cannot know which must not command robots or answer clients
+            self._fence(f"this planner was paused for {gap:.1f} s while a standby followed it "
+                        f"(it takes over after {self._takeover_s():g} s)")
             return
         if self.role == ACTIVE:
             since = time.monotonic() - link.last_published
@@ -762,7 +771,19 @@ class PlannerNode(LifecycleNode):
         has been replaced (it was paused or cut off) and stops serving; a standby follows."""
         if self.role != ACTIVE or self.fenced is not None:
             return
-        self.fenced = f"planner {node} took over at term {term} (this planner's term is {self.term})"
+        self._fence(f"planner {node} took over at term {term} (this planner's term is {self.term})")
+
+    def _resumed(self) -> bool:
+        """True while the failover tick has not run for a standby's takeover time (this planner
+        was paused, and its first look at the journal is still to come)."""
+        return (self.role == ACTIVE and self._failover is not None and self._failover.standby_seen
+                and time.monotonic() - self._last_tick >= self._takeover_s())
+
+    def _fence(self, why: str) -> None:
+        """Stop serving: another planner took over (or may have) from this one."""
+        if self.fenced is not None:
+            return
+        self.fenced = why
         self.log("error", f"{self.fenced}: this planner stops serving; its goals are that planner's now")
         self._unserve()
         service = self.service

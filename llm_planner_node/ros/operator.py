@@ -49,8 +49,7 @@ def _refused(node: Any, what: str, operator: str, why: str) -> None:
     service = node.service
     text = f"{what} by '{operator_name(operator)}' refused: {why.removeprefix('refused: ')}"
     if service is not None:
-        service.operator.counters["refused"] += 1
-        service.operator.events.append(text)
+        service.operator_refused(text)
     node.log("warning", text)
 
 
@@ -89,7 +88,7 @@ def attach(node: Any) -> None:
             _refused(node, "stop", request.operator_name, why)
             response.accepted, response.message = False, why
             return response
-        out = service.operator.stop(list(request.robot_ids), bool(request.all), request.operator_name, STOP_WAIT_S)
+        out = service.stop_robots(list(request.robot_ids), bool(request.all), request.operator_name, STOP_WAIT_S)
         response.accepted, response.message, response.stopped = out.accepted, out.message, out.stopped
         return response
 
@@ -103,7 +102,7 @@ def attach(node: Any) -> None:
             _refused(node, what, request.operator_name, why)
             response.accepted, response.message = False, why
             return response
-        response.accepted, response.message = service.operator.decide(request.goal_id, bool(request.approve),
+        response.accepted, response.message = service.decide(request.goal_id, bool(request.approve),
                                                                       request.operator_name)
         if not response.accepted:
             node.log("warning", f"{what} of goal '{safe_text(request.goal_id)}' refused: {response.message}")
@@ -120,17 +119,15 @@ def diagnostics(node: Any) -> list[Any]:
     service = node.service
     if service is None:
         return []
-    op = service.operator
-    waiting = op.waiting()
+    waiting, counters, events = service.operator_view()
     if waiting:
         level = DiagnosticStatus.WARN
         listed = ", ".join(f"{robot} segment {k} of goal {gid[:8]} for {s:.0f} s" for gid, robot, k, s in waiting[:10])
         message = f"{len(waiting)} goal(s) waiting for approval: {listed}" + (", ..." if len(waiting) > 10 else "")
     else:
         level = DiagnosticStatus.OK
-        message = f"last: {op.events[-1]}" if op.events else "no operator action yet"
-    values = [KeyValue(key=k, value=str(v)) for k, v in sorted(op.counters.items())]
-    events = list(op.events)
+        message = f"last: {events[-1]}" if events else "no operator action yet"
+    values = [KeyValue(key=k, value=str(v)) for k, v in sorted(counters.items())]
     values += [KeyValue(key=f"event {len(events) - i}", value=e) for i, e in enumerate(events)]
     return [DiagnosticStatus(level=level, name=f"{node.get_name()}: operator", hardware_id=node.get_name(),
                              message=message, values=values)]

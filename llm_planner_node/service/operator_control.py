@@ -133,6 +133,15 @@ class OperatorControl:
         except Exception as e:  # noqa: BLE001 - feedback and action states must not stop a stop
             self._ports.log("warning", f"operator port {name} failed: {e!r}")
 
+    def refused(self, text: str) -> None:
+        """An operator request the ROS side refused (no right, not configured): counted and kept."""
+        self.counters["refused"] += 1
+        self.events.append(text)
+
+    def view(self) -> tuple[list[tuple[str, str, int, float]], dict[str, int], list[str]]:
+        """What ``/diagnostics`` shows: the goals waiting for approval, the counters, the last events."""
+        return self.waiting(), dict(self.counters), list(self.events)
+
     # -- shared ------------------------------------------------------------------------------------
     def _record(self, level: str, counter: str, text: str) -> None:
         """One operator event: counted, kept for diagnostics, logged."""

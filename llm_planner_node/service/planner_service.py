@@ -40,7 +40,7 @@ from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.diagnostics import Diagnostics, Snapshot
 from llm_planner_node.service.engine_keeper import EngineHealth, EngineKeeper
 from llm_planner_node.service.intake import GoalIntake
-from llm_planner_node.service.operator_control import OperatorControl
+from llm_planner_node.service.operator_control import OperatorControl, StopOutcome
 from llm_planner_node.service.ports import GoalIn, PlannerPorts, StatusIn
 from llm_planner_node.service.registry import GoalRegistry
 from llm_planner_node.service import takeover
@@ -245,6 +245,23 @@ class PlannerService:
         """An idle robot's report of what it measures (battery, temperature, height) and sees."""
         if self._current_params().robot(robot_id) is not None:
             self.vitals.update(robot_id, measured, scene)
+
+    # -- operator control (any thread) -------------------------------------------------------------
+    def stop_robots(self, robot_ids: list[str], all_robots: bool, operator: str, wait_s: float) -> StopOutcome:
+        """An operator's stop (:meth:`OperatorControl.stop`)."""
+        return self.operator.stop(robot_ids, all_robots, operator, wait_s)
+
+    def decide(self, goal_id: str, approve: bool, operator: str) -> tuple[bool, str]:
+        """An operator's approval or denial of a held segment (:meth:`OperatorControl.decide`)."""
+        return self.operator.decide(goal_id, approve, operator)
+
+    def operator_refused(self, text: str) -> None:
+        """Record an operator request the ROS side refused."""
+        self.operator.refused(text)
+
+    def operator_view(self) -> tuple[list[tuple[str, str, int, float]], dict[str, int], list[str]]:
+        """Goals waiting for approval, operator counters and last events (``/diagnostics``)."""
+        return self.operator.view()
 
     # -- operator control (scheduler thread) -----------------------------------------------------
     def dispatch(self, request: Request, segment: Segment) -> None:

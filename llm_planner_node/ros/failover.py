@@ -109,9 +109,7 @@ def entry_of_msg(m: Any) -> JournalEntry:
                         answers={k: tuple(v) for k, v in answers.items()},
                         return_value=m.return_value if m.has_return_value else None, seq_base=int(m.seq_base),
                         earlier_plans=tuple(m.earlier_plans))
-    goal = GoalIn(robot_id=m.robot_id, instruction=m.instruction, robot_kind=m.robot_kind, task_type=m.task_type,
-                  ert_s=m.ert_s, alpha=m.alpha, beta=m.beta, skill_set=m.skill_set, max_tokens=int(m.max_tokens))
-    return JournalEntry(goal_id=m.goal_id, goal=goal, age_s=float(m.age_s),
+    return JournalEntry(goal_id=m.goal_id, goal=GoalIn.of(m), age_s=float(m.age_s),
                         scene=tuple(m.scene) if m.scene else None,
                         prompt_token_ids=tuple(int(t) for t in m.prompt_token_ids), progress=progress,
                         replans=int(m.replans), cancel_key_sha256=m.cancel_key_sha256)

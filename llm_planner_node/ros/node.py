@@ -360,9 +360,7 @@ class PlannerNode(LifecycleNode):
         (:meth:`_end_goal`, scheduler thread). Rejections end it here, at once."""
         g = handle.request
         goal_id = bytes(handle.goal_id.uuid).hex()
-        goal = GoalIn(robot_id=g.robot_id, instruction=g.instruction, robot_kind=g.robot_kind,
-                      task_type=g.task_type, ert_s=g.ert_s, alpha=g.alpha, beta=g.beta,
-                      skill_set=g.skill_set, max_tokens=g.max_tokens)
+        goal = GoalIn.of(g)
         service = self.service
         if service is None:
             self._end_goal(handle, goal_id, Rejection(RejectReason.NOT_ACTIVE, "the planner is not configured "
@@ -704,11 +702,7 @@ class PlannerNode(LifecycleNode):
             at = self._accepted_at.get(goal_id)
             if goal_id in have or at is None:
                 continue
-            g = handle.request
-            out.append(JournalEntry(goal_id=goal_id, goal=GoalIn(
-                robot_id=g.robot_id, instruction=g.instruction, robot_kind=g.robot_kind, task_type=g.task_type,
-                ert_s=g.ert_s, alpha=g.alpha, beta=g.beta, skill_set=g.skill_set, max_tokens=g.max_tokens),
-                age_s=max(0.0, now - at)))
+            out.append(JournalEntry(goal_id=goal_id, goal=GoalIn.of(handle.request), age_s=max(0.0, now - at)))
         return out
 
     def take_over(self, why: str) -> list[str]:

@@ -27,6 +27,13 @@ class GoalIn:
     skill_set: str = ""
     max_tokens: int = 0
 
+    @classmethod
+    def of(cls, msg: Any) -> "GoalIn":
+        """The goal of a message with a ``PlanTask`` goal's fields (the action's goal, a journal's goal)."""
+        return cls(robot_id=msg.robot_id, instruction=msg.instruction, robot_kind=msg.robot_kind,
+                   task_type=msg.task_type, ert_s=msg.ert_s, alpha=msg.alpha, beta=msg.beta,
+                   skill_set=msg.skill_set, max_tokens=int(msg.max_tokens))
+
 
 @dataclass(frozen=True)
 class StatusIn:

@@ -12,6 +12,7 @@ from llm_planner_node.core.clock import WallClock
 from llm_planner_node.core.task_model import EndKind
 from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 from llm_planner_node.service.planner_service import DONE, EXECUTING, GoalIn, PlannerService, StatusIn
+from tests.service.test_planner_service import wait
 
 PLAN = "tc,90;mf,50;tc,90;mf,50;"
 SEGMENTS = ["tc,90;", "mf,50;", "tc,90;", "mf,50;"]
@@ -47,15 +48,6 @@ def service(policy: str) -> tuple[PlannerService, Ports]:
     svc.accepting = True
     svc.start()
     return svc, ports
-
-
-def wait(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
 
 
 def journal(svc: PlannerService) -> list:

@@ -345,6 +345,11 @@ class PlannerNode(LifecycleNode):
         self._stats_pub = self._goal_pub = self._result_pub = self._heartbeat_timer = None
 
     def destroy_node(self) -> None:
+        """Destroy the node with its action server: rclpy's ``destroy_node`` leaves action servers
+        (waitables) alive, and one still referenced (by a traceback, say) keeps ``plan_task``
+        discoverable, so clients would take a dead planner for a live one."""
+        if getattr(self, "_served", None) is not None:  # absent if the constructor failed early
+            self._unserve()
         status_node = getattr(self, "status_node", None)  # absent if the constructor failed early
         if status_node is not None:
             status_node.destroy_node()

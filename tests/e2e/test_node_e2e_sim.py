@@ -47,15 +47,16 @@ def record(node, msg_type, topic, qos=None):
 
 def record_segments(node, robot_id):
     """Segments and stops the planner sends ``robot_id``: on the shared ``/robot_segments`` topic
-    (the planner's default), picked by ``robot_id``."""
+    (the planner's default), picked by ``robot_id``; the lease's heartbeats are left out."""
     from timely_fleet.msg import SkillSegment
 
+    from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
     from llm_planner_node.ros.robot_link import SHARED_SEGMENT_QOS
 
     got: list[tuple[float, object]] = []
 
     def on_segment(m):
-        if m.robot_id == robot_id:
+        if m.robot_id == robot_id and not (m.sequence == HEARTBEAT_SEQUENCE and not m.cancel):
             got.append((time.monotonic(), m))
 
     node.create_subscription(SkillSegment, "/robot_segments", on_segment, SHARED_SEGMENT_QOS)

@@ -166,6 +166,21 @@ def test_two_planners_in_their_own_namespaces_share_a_domain_without_cross_talk(
     assert set(seen["fleet_a"]) == {"a1"} and set(seen["fleet_b"]) == {"b1"}
 
 
+def test_a_destroyed_planner_leaves_no_action_server_behind_even_while_still_referenced(ros_context):
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.up import running_fleet
+
+    client = GoalClient(ros_context, namespace="gone")
+    with running_fleet(fleet(("d1",)), time_scale=0.05, namespace="gone") as f:
+        kept = f.planner  # held on, as a failed test's traceback holds its planner
+        with spinning(client.node, ros_context):
+            assert client.wait_for_server(20), client.wait_problem
+    assert kept is not None
+    # a plan_task left discoverable would make every later client take a dead planner for a live one
+    assert wait_until(lambda: not client.client.server_is_ready(), 10)
+    client.destroy()
+
+
 def test_lifecycle_inactive_refuses_goals_deactivate_ends_goals_in_flight(ros_context):
     from lifecycle_msgs.msg import Transition
     from lifecycle_msgs.srv import ChangeState, GetState

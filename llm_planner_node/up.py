@@ -146,7 +146,8 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
                 if robot.adapter == "external" or robot.id not in hosted:
                     continue
                 ex = make_executor(robot, i, time_scale, stack, tellos, desk=workspace_scene)
-                adapter_node.add_robot(AdapterCore(robot.id, ex, skill_set=DEFAULT_SKILL_SETS[robot.skill_set],
+                adapter_node.add_robot(AdapterCore(robot.id, ex, adapter_node.status_publisher(robot.id),
+                                                   skill_set=DEFAULT_SKILL_SETS[robot.skill_set],
                                                    time_scale=time_scale, budget=robot.effective_budget,
                                                    lease_s=params.security.lease_s,
                                                    lease_grace_s=params.security.lease_grace_s))

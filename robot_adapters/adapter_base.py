@@ -59,8 +59,9 @@ Rules a core enforces
 Status events carry the measured per-skill durations (``skill_names`` / ``skill_durations_s``),
 progress, elapsed time and the adapter's own predicted remaining time. Subclassing for a new
 robot means writing a :class:`SkillExecutor` (``execute(call, cancel)``, ``stop()``), then
-``AdapterNode(...).add_robot(AdapterCore(robot_id, executor))``, with the signer and verifier
-``security.mode: sign`` needs: see the README's *Extend* section and ``up.running_fleet``.
+``node.add_robot(AdapterCore(robot_id, executor, node.status_publisher(robot_id)))`` on an
+``AdapterNode`` with the signer and verifier ``security.mode: sign`` needs: see the README's
+*Extend* section and ``up.running_fleet``.
 """
 
 from __future__ import annotations
@@ -944,6 +945,7 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
         self._last_drop_log = 0.0
         self.cores: dict[str, AdapterCore] = {}
         self.topics: dict[str, Any] = {}
+        self._status_publishers: dict[str, Callable[[StatusEvent], None]] = {}  # status_publisher, by robot
         self._subs: list[Any] = []
         if self.segment_topics in ("shared", "both"):
             self._subs.append(draining_subscription(self, SkillSegment, SEGMENTS_TOPIC, self._on_shared_segment,
@@ -982,23 +984,37 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
             return
         self._deliver(msg, core)
 
-    def add_robot(self, core: AdapterCore) -> AdapterCore:
-        if core.robot_id in self.cores:
-            raise ValueError(f"robot '{core.robot_id}' already hosted")
+    def status_publisher(self, robot_id: str) -> Callable[[StatusEvent], None]:
+        """The function that publishes ``robot_id``'s statuses (signed when this node signs, on
+        its own topic with per-robot topics): give it to the robot's :class:`AdapterCore` at
+        construction, then host the core with :meth:`add_robot`."""
+        if robot_id in self._status_publishers:
+            return self._status_publishers[robot_id]
         pub = self.status_pub
         if self._status_topic is not None:
-            pub = self.create_publisher(self._status_type, self._status_topic(core.robot_id), self._link.status_qos())
+            pub = self.create_publisher(self._status_type, self._status_topic(robot_id), self._link.status_qos())
         signer = self.signer
         order = threading.Lock()  # sign and publish in one step: counters reach the planner in order
 
-        def publish(ev: StatusEvent, pub: Any = pub, robot_id: str = core.robot_id) -> None:
+        def publish(ev: StatusEvent) -> None:
             msg = self._link.status_to_msg(ev, self._status_type)
             with order:
                 if signer is not None:
                     signer.sign_status(msg, robot_id)
                 pub.publish(msg)
 
-        core.publish = publish
+        self._status_publishers[robot_id] = publish
+        return publish
+
+    def add_robot(self, core: AdapterCore) -> AdapterCore:
+        """Host ``core`` (built with ``publish=self.status_publisher(core.robot_id)``): its
+        segments are delivered to it, its camera, detections and battery get their topics, and
+        its worker starts."""
+        if core.robot_id in self.cores:
+            raise ValueError(f"robot '{core.robot_id}' already hosted")
+        if core.publish is not self._status_publishers.get(core.robot_id):
+            raise ValueError(f"robot '{core.robot_id}': build its AdapterCore with "
+                             f"publish=node.status_publisher('{core.robot_id}') so its statuses reach the planner")
         if self.segment_topics in ("per_robot", "both"):
             topic = self._segments_topic(core.robot_id)  # relative: follows the node's namespace
 

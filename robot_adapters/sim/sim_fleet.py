@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import threading
+from typing import Callable
 
 import numpy as np
 
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import CHAT, INDY7_ARM, TELLO_MINISPEC, SkillCall, SkillSet
 
-from robot_adapters.adapter_base import AdapterCore, AdapterNode, spin_node
+from robot_adapters.adapter_base import AdapterCore, AdapterNode, StatusEvent, spin_node
 from robot_adapters.executor import SimulatedExecutor, SkillExecutionError
 
 
@@ -57,13 +58,15 @@ class SampledExecutor(SimulatedExecutor):
 
 
 class SimFleet:
-    """Builds the simulated robots; ``attach(node)`` puts them on ROS."""
+    """Builds the simulated robots: ``attach(node)`` puts them on ROS, ``build(publish_for)``
+    gives their cores publishing where ``publish_for(robot_id)`` says (tests without ROS)."""
 
     def __init__(self, drones: int = 0, arms: int = 0, chat: int = 0, *, time_scale: float = 1.0,
                  seed: int = 0, fail_prob: float = 0.0, model: ExecutionTimeModel | None = None) -> None:
         self.truth = ExecutionTimeModel(online=False)  # the "real" robots' behaviour
         self.model = model  # adapter-side predictor (progress/remaining); shared, optional
         self.cores: list[AdapterCore] = []
+        self._robots: list[tuple[str, SampledExecutor, SkillSet]] = []
         spec = [("drone", "sim_drone", TELLO_MINISPEC, drones), ("arm", "sim_arm", INDY7_ARM, arms),
                 ("chat", "sim_chat", CHAT, chat)]
         k = 0
@@ -71,16 +74,24 @@ class SimFleet:
             for i in range(n):
                 rid = f"{prefix}_{i}"
                 ex = SampledExecutor(rid, kind, ss, self.truth, seed + k, time_scale=time_scale, fail_prob=fail_prob)
-                self.cores.append(AdapterCore(rid, ex, skill_set=ss, model=self.model or ExecutionTimeModel(),
-                                              time_scale=time_scale))
+                self._robots.append((rid, ex, ss))
                 k += 1
+        self.time_scale = time_scale
 
     def set_speed(self, robot_id: str, factor: float | None) -> None:
         """Make a simulated robot move ``factor`` x as fast from now on (None = nominal)."""
         self.truth.set_speed_factor(robot_id, factor)
 
+    def build(self, publish_for: Callable[[str], Callable[[StatusEvent], None]]) -> list[AdapterCore]:
+        """The robots' adapter cores (built once), each publishing with ``publish_for(robot_id)``."""
+        if not self.cores:
+            self.cores = [AdapterCore(rid, ex, publish_for(rid), skill_set=ss,
+                                      model=self.model or ExecutionTimeModel(), time_scale=self.time_scale)
+                          for rid, ex, ss in self._robots]
+        return self.cores
+
     def attach(self, node: AdapterNode) -> AdapterNode:
-        for c in self.cores:
+        for c in self.build(node.status_publisher):
             node.add_robot(c)
         return node
 

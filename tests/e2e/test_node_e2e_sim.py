@@ -168,7 +168,8 @@ def test_adapter_that_dies_mid_plan_aborts_the_goal_with_a_reason(fleet, ros_con
     adapter = AdapterNode("ext1_adapter", context=ros_context)
     # slow robot (time_scale 1): the plan is still executing when the adapter dies
     adapter.add_robot(AdapterCore("ext1", SampledExecutor("ext1", "drone", TELLO_MINISPEC,
-                                                          ExecutionTimeModel(online=False), 0)))
+                                                          ExecutionTimeModel(online=False), 0),
+                                  adapter.status_publisher("ext1")))
     ex = SingleThreadedExecutor(context=ros_context)
     ex.add_node(adapter)
     statuses = record(fleet.client.node, RobotStatus, "/robot_status")
@@ -292,7 +293,7 @@ def test_segments_are_resent_to_an_adapter_that_missed_them(fleet, ros_context):
     adapter = AdapterNode("late_adapter", context=ros_context)
     adapter.add_robot(AdapterCore("ext1", SampledExecutor("ext1", "drone", TELLO_MINISPEC,
                                                           ExecutionTimeModel(online=False), 0, time_scale=0.05),
-                                  time_scale=0.05))
+                                  adapter.status_publisher("ext1"), time_scale=0.05))
     ex = SingleThreadedExecutor(context=ros_context)
     ex.add_node(adapter)
     try:

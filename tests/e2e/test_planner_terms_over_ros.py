@@ -103,7 +103,8 @@ def test_security_mode_off_applies_the_term_rule_too(ros_context):
 
     node = AdapterNode("terms_off", context=ros_context)
     try:
-        core = node.add_robot(AdapterCore("d1", SimulatedExecutor("d1", "drone", T, lambda c: 0.01)))
+        core = node.add_robot(AdapterCore("d1", SimulatedExecutor("d1", "drone", T, lambda c: 0.01),
+                                          node.status_publisher("d1")))
         node._deliver(make_segment_msg("a" * 32, "d1", HEARTBEAT_SEQUENCE, term=2), core)
         node._deliver(make_segment_msg("b" * 32, "d1", 0, [T.validate("tc", [90])], final=True, term=1), core)
         node._deliver(make_segment_msg("b" * 32, "d1", 0, cancel=True, term=1), core)

@@ -79,8 +79,7 @@ def test_three_hundred_simulated_robots_in_one_process():
         with lock:
             events.append(e)
 
-    for c in fleet.cores:
-        c.publish = pub
+    for c in fleet.build(lambda rid: pub):
         c.start()
     try:
         t0 = time.monotonic()
@@ -167,8 +166,7 @@ def test_a_fleet_runs_on_one_event_loop_without_a_thread_per_robot_or_skill():
     fleet = SimFleet(drones=200, time_scale=0.01, seed=2)
     events = []
     peak = [0]
-    for c in fleet.cores:
-        c.publish = events.append
+    for c in fleet.build(lambda rid: events.append):
         c.start()
     try:
         for c in fleet.cores:

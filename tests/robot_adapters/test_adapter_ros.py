@@ -93,12 +93,12 @@ def harness(ros_context):
         h.close()
 
 
-def _sim_core(robot_id, skill_set=TELLO_MINISPEC, dur=0.05, fail=None, **kw):
+def _sim_core(adapter, robot_id, skill_set=TELLO_MINISPEC, dur=0.05, fail=None, **kw):
     from robot_adapters.adapter_base import AdapterCore
     from robot_adapters.executor import SimulatedExecutor
 
     ex = SimulatedExecutor(robot_id, skill_set.robot_kind, skill_set, lambda c: dur, fail=fail)
-    return AdapterCore(robot_id, ex, use_minispec=False, **kw)
+    return AdapterCore(robot_id, ex, adapter.status_publisher(robot_id), use_minispec=False, **kw)
 
 
 DONE, FAILED, CANCELLED, RECEIVED = 3, 4, 5, 1
@@ -109,7 +109,7 @@ def _states(msgs, robot, state):
 
 
 def test_out_of_order_segments_execute_in_order(harness):
-    core = harness.add(_sim_core("sim_1"))
+    core = harness.add(_sim_core(harness.adapter, "sim_1"))
     T = TELLO_MINISPEC
     segs = {0: [T.validate("to")], 1: [T.validate("mf", [100]), T.validate("tc", [90])], 2: [T.validate("lnd")]}
     for seq in (2, 0, 1):  # published out of order
@@ -128,7 +128,7 @@ def test_out_of_order_segments_execute_in_order(harness):
 
 
 def test_failing_skill_reports_failed_with_error_text(harness):
-    core = harness.add(_sim_core("arm_sim", INDY7_ARM, fail={"pick": "gripper jammed: no vacuum"}))
+    core = harness.add(_sim_core(harness.adapter, "arm_sim", INDY7_ARM, fail={"pick": "gripper jammed: no vacuum"}))
     A = INDY7_ARM
     harness.send("arm_sim", "g2", 0, [A.validate("move_to", [300, 0, 200]), A.validate("pick", ["cup"])], skill_set=A)
     harness.send("arm_sim", "g2", 1, [A.validate("home")], final=True, skill_set=A)
@@ -143,7 +143,7 @@ def test_failing_skill_reports_failed_with_error_text(harness):
 def test_unsafe_argument_refused_before_any_command(harness):
     from llm_planner_node.core.skills import SkillCall
 
-    core = harness.add(_sim_core("sim_2"))
+    core = harness.add(_sim_core(harness.adapter, "sim_2"))
     harness.send("sim_2", "g3", 0, [SkillCall("takeoff", ()), SkillCall("move_forward", (900,))])
     harness.send("sim_2", "g4", 0, [SkillCall("self_destruct", ())], final=True)
     msgs = harness.wait(lambda m: len(_states(m, "sim_2", FAILED)) >= 2)
@@ -153,12 +153,12 @@ def test_unsafe_argument_refused_before_any_command(harness):
 
 
 def test_gap_fails_goal_and_cancel_stops_execution(harness):
-    harness.add(_sim_core("sim_3", gap_timeout_s=0.5))
+    harness.add(_sim_core(harness.adapter, "sim_3", gap_timeout_s=0.5))
     T = TELLO_MINISPEC
     harness.send("sim_3", "g5", 1, [T.validate("lnd")], final=True, skill_set=T)  # 0 never comes
     msgs = harness.wait(lambda m: _states(m, "sim_3", FAILED))
     assert "segment 0 of goal g5 never arrived" in _states(msgs, "sim_3", FAILED)[0].error
-    slow = harness.add(_sim_core("sim_4", dur=5.0))
+    slow = harness.add(_sim_core(harness.adapter, "sim_4", dur=5.0))
     harness.send("sim_4", "g6", 0, [T.validate("to"), T.validate("mf", [100])], skill_set=T)
     harness.wait(lambda m: any(x.robot_id == "sim_4" and x.state == 2 for x in m))
     t0 = time.monotonic()
@@ -181,7 +181,7 @@ def test_drone_adapter_over_ros_with_djitellopy_and_simulator(harness, tello_net
         ex = TelloExecutor(ip, client_factory=lambda: tello_net.in_client(
             lambda: djitellopy.Tello(host=ip, retry_count=1)), time_scale=0.2)
         ex.connect()
-        harness.add(AdapterCore("tello_1", ex, time_scale=0.2))
+        harness.add(AdapterCore("tello_1", ex, harness.adapter.status_publisher("tello_1"), time_scale=0.2))
         T = TELLO_MINISPEC
         harness.send("tello_1", "g7", 1, [T.validate("mf", [100]), T.validate("tc", [90])],
                      text="mf,100;tc,90;", skill_set=T)
@@ -214,7 +214,7 @@ def test_shared_segment_topic_dispatches_by_robot_id(ros_context):
 
     adapter = AdapterNode("shared_adapter", context=ros_context)  # shared: the default
     assert adapter.segment_topics == "shared"
-    cores = [adapter.add_robot(_sim_core(f"sh_{i}", dur=0.01)) for i in range(3)]
+    cores = [adapter.add_robot(_sim_core(adapter, f"sh_{i}", dur=0.01)) for i in range(3)]
     assert len(adapter._subs) == 1  # noqa: SLF001 - one subscription, whatever the fleet size
     node = Node("shared_driver", context=ros_context)
     done = []

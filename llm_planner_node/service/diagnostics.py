@@ -8,11 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.task_model import GenState, Request
-from llm_planner_node.service.delivery import SegmentDelivery
-from llm_planner_node.service.registry import GoalRegistry
+from llm_planner_node.service.shared import Shared
 from llm_planner_node.service.status_path import StatusPath
 
 
@@ -35,15 +32,14 @@ class Snapshot:
 class Diagnostics:
     """Takes a :class:`Snapshot` of the core, the engine, delivery and the status path."""
 
-    def __init__(self, planner: Planner, goals: GoalRegistry, delivery: SegmentDelivery, statuses: StatusPath,
-                 counters: Counter[str], clock: Clock) -> None:
-        self._planner = planner
-        self._goals = goals
-        self._delivery = delivery
+    def __init__(self, shared: Shared, statuses: StatusPath) -> None:
+        self._planner = shared.planner
+        self._goals = shared.goals
+        self._delivery = shared.delivery
+        self._counters = shared.counters
         self._statuses = statuses
-        self._counters = counters
         self.snapshot = Snapshot()
-        self._rate_mark = (clock.now(), 0)
+        self._rate_mark = (shared.clock.now(), 0)
         self._forgotten_tokens = 0
 
     def forgotten(self, request: Request) -> None:

@@ -4,16 +4,13 @@ down until it can be rebuilt), close, and the health diagnostics report."""
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
 from llm_planner_node.config.params import FleetParams
-from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.engine_api import Engine, GenerationSpec
-from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.text import safe_text
-from llm_planner_node.service.ports import PlannerPorts
+from llm_planner_node.service.shared import Shared
 
 
 @dataclass
@@ -30,19 +27,19 @@ class EngineHealth:
 class EngineKeeper:
     """Keeps the core's engine running (its failures and restarts happen on the scheduler thread)."""
 
-    def __init__(self, planner: Planner, factory: Callable[[], Engine] | None, owns_engine: bool,
-                 params: Callable[[], FleetParams], prompt_builder: Callable[..., object], ports: PlannerPorts,
-                 clock: Clock, counters: Counter[str], retry_s: float) -> None:
-        """``owns_engine``: the engine was built here (a lent one is not closed); ``retry_s``:
-        seconds between attempts to rebuild an engine that failed and could not be restarted."""
-        self._planner = planner
+    def __init__(self, shared: Shared, factory: Callable[[], Engine] | None, owns_engine: bool,
+                 params: Callable[[], FleetParams], prompt_builder: Callable[..., object], retry_s: float) -> None:
+        """``factory``: builds a new engine (None: a failed engine is not rebuilt); ``owns_engine``:
+        the engine was built here (a lent one is not closed); ``retry_s``: seconds between
+        attempts to rebuild an engine that failed and could not be restarted."""
+        self._planner = shared.planner
+        self._ports = shared.ports
+        self._clock = shared.clock
+        self._counters = shared.counters
         self._factory = factory
         self._owns_engine = owns_engine
         self._params = params
         self._prompt_builder = prompt_builder
-        self._ports = ports
-        self._clock = clock
-        self._counters = counters
         self._retry_s = retry_s
         self.health = EngineHealth()
         self.retry_at = 0.0  # while the engine is down: next attempt of the factory

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections import Counter
 from typing import Callable
 
 from llm_planner_node.config.params import SIM_ENGINES, FleetParams, RobotParams, perceivable_objects, plan_objects
 from llm_planner_node.core.battery import BatteryRule, battery_refusal
 from llm_planner_node.core.budgets import StaticBudget
-from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.outcomes import RejectReason, Rejection
 from llm_planner_node.core.perceivable import unperceivable
-from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.core.task_model import Goal, Request
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
 from llm_planner_node.core.tuf import TUFParams, tuf_problem
 from llm_planner_node.prompts.grammar import derivatives_for, language_for, longest_plan_chars
-from llm_planner_node.service.delivery import SegmentDelivery
-from llm_planner_node.service.ports import MAX_ID_CHARS, GoalIn, PlannerPorts
-from llm_planner_node.service.registry import GoalEntry, GoalRegistry
+from llm_planner_node.service.ports import MAX_ID_CHARS, GoalIn
+from llm_planner_node.service.registry import GoalEntry
+from llm_planner_node.service.shared import Shared
 from llm_planner_node.service.takeover import JournalEntry
 from llm_planner_node.service.vitals import RobotVitals
 
@@ -33,23 +30,22 @@ SCENE_MAX_AGE_S = 6.0
 class GoalIntake:
     """Takes goals from any thread; what reaches the core is posted to the scheduler thread."""
 
-    def __init__(self, params: Callable[[], FleetParams], planner: Planner,
-                 prompt_builder: Callable[..., object], goals: GoalRegistry, delivery: SegmentDelivery,
-                 ports: PlannerPorts, clock: Clock, counters: Counter[str],
+    def __init__(self, shared: Shared, params: Callable[[], FleetParams], prompt_builder: Callable[..., object],
                  post: Callable[[Callable[[], None]], None], unavailable: Callable[[], Rejection | None],
                  max_pending: int, vitals: RobotVitals | None = None) -> None:
-        """``unavailable``: why the planner takes no goal now (its lifecycle, its engine), or None;
-        ``max_pending``: goals accepted but not yet ended beyond which new goals are refused;
+        """``params``: the planner's current parameters; ``post``: run a command on the scheduler
+        thread; ``unavailable``: why the planner takes no goal now (its lifecycle, its engine), or
+        None; ``max_pending``: goals accepted but not yet ended beyond which new goals are refused;
         ``vitals``: what the robots last measured (a drone's battery must see a goal through)."""
+        self._planner = shared.planner
+        self._goals = shared.goals
+        self._delivery = shared.delivery
+        self._ports = shared.ports
+        self._clock = shared.clock
+        self._counters = shared.counters
         self._vitals = vitals
         self._params = params
-        self._planner = planner
         self._prompt_builder = prompt_builder
-        self._goals = goals
-        self._delivery = delivery
-        self._ports = ports
-        self._clock = clock
-        self._counters = counters
         self._post = post
         self._unavailable = unavailable
         self._max_pending = max_pending

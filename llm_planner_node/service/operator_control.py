@@ -43,13 +43,9 @@ from typing import Any, Callable
 
 from llm_planner_node.config.params import FleetParams
 from llm_planner_node.core.approval import Approval
-from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.task_model import Request, Segment
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
-from llm_planner_node.service.delivery import SegmentDelivery
-from llm_planner_node.service.ports import PlannerPorts
-from llm_planner_node.service.registry import GoalRegistry
+from llm_planner_node.service.shared import Shared
 
 
 #: Start of the text of an action feedback message that says a segment waits for an operator.
@@ -101,17 +97,16 @@ class StopOutcome:
 class OperatorControl:
     """Stops and approvals of one planner service (see the module docstring)."""
 
-    def __init__(self, params: Callable[[], FleetParams], goals: GoalRegistry, planner: Planner,
-                 delivery: SegmentDelivery, ports: PlannerPorts, clock: Clock,
+    def __init__(self, shared: Shared, params: Callable[[], FleetParams],
                  post: Callable[[Callable[[], None]], None], dispatch: Callable[[Request, Segment], None]) -> None:
         """``params``: the planner's current parameters; ``post``: run a command on the scheduler
         thread; ``dispatch``: send a released segment on to its robot (the sink's dispatch)."""
+        self._goals = shared.goals
+        self._planner = shared.planner
+        self._delivery = shared.delivery
+        self._ports = shared.ports
+        self._clock = shared.clock
         self._params = params
-        self._goals = goals
-        self._planner = planner
-        self._delivery = delivery
-        self._ports = ports
-        self._clock = clock
         self._post = post
         self._dispatch = dispatch
         self._rules: dict[str, Approval] = {r.id: r.approval for r in params().robots

@@ -5,7 +5,9 @@
 intake (:mod:`.intake`), the goals in flight and busy robots (:mod:`.registry`), robot statuses
 (:mod:`.status_path`), the core's sink (:mod:`.sink`), the segment delivery protocol
 (:mod:`.delivery`), operator control (:mod:`.operator_control`), the scheduler thread
-(:mod:`.scheduler_loop`) and diagnostics (:mod:`.diagnostics`). The ROS node
+(:mod:`.scheduler_loop`) and diagnostics (:mod:`.diagnostics`); the collaborators most of them
+share (the core, the goals, the delivery protocol, the ports, the clock and the counters) are
+passed to each as one :class:`~.shared.Shared`. The ROS node
 (:mod:`llm_planner_node.ros.node`) is a thin shell: it converts messages and calls this service;
 the service talks back through :class:`PlannerPorts` (publish a segment, a stop, feedback, a goal
 record; log).
@@ -45,6 +47,7 @@ from llm_planner_node.service.ports import GoalIn, PlannerPorts, StatusIn
 from llm_planner_node.service.registry import GoalRegistry
 from llm_planner_node.service import takeover
 from llm_planner_node.service.scheduler_loop import COMMAND_SLICE, SchedulerLoop
+from llm_planner_node.service.shared import Shared
 from llm_planner_node.service.takeover import JournalEntry
 from llm_planner_node.service.sink import PortsSink
 from llm_planner_node.service.status_path import CANCELLED, DONE, EXECUTING, FAILED, StatusPath
@@ -98,21 +101,18 @@ class PlannerService:
                                config=PlannerConfig(network_latency_s=pp.network_latency_s),
                                predictor=predictor_for(policy, pp.engine), segment_check=self.sink.budget_check,
                                replanner=lambda req: self.intake.replan(req))
-        self.operator = OperatorControl(self._current_params, self.goals, self.planner, self.delivery, ports,
-                                        self.clock, self._post, dispatch=self.sink.dispatch)
-        self.engine_keeper = EngineKeeper(self.planner, engine_factory, owns_engine, self._current_params,
-                                          prompt_builder, ports, self.clock, self.counters, retry_s=ENGINE_RETRY_S)
+        # what the parts below share (the sink's are the same, but the core it feeds needs it first)
+        shared = Shared(self.planner, self.goals, self.delivery, ports, self.clock, self.counters)
+        self.operator = OperatorControl(shared, self._current_params, self._post, dispatch=self.sink.dispatch)
+        self.engine_keeper = EngineKeeper(shared, engine_factory, owns_engine, self._current_params, prompt_builder,
+                                          retry_s=ENGINE_RETRY_S)
         self.vitals = RobotVitals()
-        self.intake = GoalIntake(self._current_params, self.planner, prompt_builder, self.goals, self.delivery,
-                                 ports, self.clock, self.counters, post=self._post, unavailable=self._unavailable,
-                                 max_pending=PENDING_GOALS_MAX, vitals=self.vitals)
-        self.statuses = StatusPath(self._current_params, self.planner, self.goals, self.delivery, ports,
-                                   self.clock, wake_up=self._wake_up)
-        self.diagnostics = Diagnostics(self.planner, self.goals, self.delivery, self.statuses, self.counters,
-                                       self.clock)
-        self.loop = SchedulerLoop(self.planner, self.engine_keeper, self._cmds, self._wake, self._wake_up,
-                                  self.statuses, self.goals, self.delivery, self.operator, self.diagnostics,
-                                  ports, self.clock, self.counters)
+        self.intake = GoalIntake(shared, self._current_params, prompt_builder, post=self._post,
+                                 unavailable=self._unavailable, max_pending=PENDING_GOALS_MAX, vitals=self.vitals)
+        self.statuses = StatusPath(shared, self._current_params, wake_up=self._wake_up)
+        self.diagnostics = Diagnostics(shared, self.statuses)
+        self.loop = SchedulerLoop(shared, self.engine_keeper, self._cmds, self._wake, self._wake_up, self.statuses,
+                                  self.operator, self.diagnostics)
         self.engine_keeper.warm_up(engine)
 
     def _current_params(self) -> FleetParams:

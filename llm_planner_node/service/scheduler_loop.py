@@ -6,19 +6,14 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from collections import Counter
 from typing import Any, Callable
 
-from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.task_model import EndKind
 from llm_planner_node.core.text import safe_text
-from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.diagnostics import Diagnostics
 from llm_planner_node.service.engine_keeper import EngineKeeper
 from llm_planner_node.service.operator_control import OperatorControl
-from llm_planner_node.service.ports import PlannerPorts
-from llm_planner_node.service.registry import GoalRegistry
+from llm_planner_node.service.shared import Shared
 from llm_planner_node.service.status_path import StatusPath
 
 #: Goal commands run between two drains of the status queue and two engine steps (a burst of
@@ -29,25 +24,24 @@ COMMAND_SLICE = 8
 class SchedulerLoop:
     """The one thread that touches the core (see :mod:`.planner_service` for the threading)."""
 
-    def __init__(self, planner: Planner, keeper: EngineKeeper, commands: queue.SimpleQueue[Callable[[], None]],
-                 wake: threading.Event, wake_up: Callable[[], None], statuses: StatusPath, goals: GoalRegistry,
-                 delivery: SegmentDelivery, operator: OperatorControl, diagnostics: Diagnostics,
-                 ports: PlannerPorts, clock: Clock, counters: Counter[str]) -> None:
-        """``wake``: set when a command or a status arrives (ends the idle wait); ``wake_up``:
-        set it and ring the engine."""
-        self._planner = planner
+    def __init__(self, shared: Shared, keeper: EngineKeeper, commands: queue.SimpleQueue[Callable[[], None]],
+                 wake: threading.Event, wake_up: Callable[[], None], statuses: StatusPath,
+                 operator: OperatorControl, diagnostics: Diagnostics) -> None:
+        """``commands``: goal commands posted to this thread; ``wake``: set when a command or a
+        status arrives (ends the idle wait); ``wake_up``: set it and ring the engine."""
+        self._planner = shared.planner
+        self._goals = shared.goals
+        self._delivery = shared.delivery
+        self._ports = shared.ports
+        self._clock = shared.clock
+        self._counters = shared.counters
         self._keeper = keeper
         self._commands = commands
         self._wake = wake
         self._wake_up = wake_up
         self._statuses = statuses
-        self._goals = goals
-        self._delivery = delivery
         self._operator = operator
         self._diagnostics = diagnostics
-        self._ports = ports
-        self._clock = clock
-        self._counters = counters
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

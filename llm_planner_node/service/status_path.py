@@ -10,14 +10,11 @@ from collections import Counter, deque
 from typing import Any, Callable
 
 from llm_planner_node.config.params import FleetParams
-from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.link import INTERRUPTED
 from llm_planner_node.core.outcomes import RobotState
-from llm_planner_node.core.planner import Planner
 from llm_planner_node.core.text import safe_text
-from llm_planner_node.service.delivery import SegmentDelivery
-from llm_planner_node.service.ports import MAX_ID_CHARS, PlannerPorts, StatusIn
-from llm_planner_node.service.registry import GoalRegistry
+from llm_planner_node.service.ports import MAX_ID_CHARS, StatusIn
+from llm_planner_node.service.shared import Shared
 
 # RobotStatus.STATE_* (the adapters' states)
 IDLE, RECEIVED, EXECUTING, DONE, FAILED, CANCELLED = RobotState
@@ -38,16 +35,15 @@ FLOOD_GRACE_S = 3.0
 class StatusPath:
     """Statuses in from any thread (:meth:`on_status`), applied on the scheduler thread (:meth:`drain`)."""
 
-    def __init__(self, params: Callable[[], FleetParams], planner: Planner, goals: GoalRegistry,
-                 delivery: SegmentDelivery, ports: PlannerPorts, clock: Clock,
-                 wake_up: Callable[[], None]) -> None:
-        """``wake_up``: end the scheduler's wait (a status is applied at once)."""
+    def __init__(self, shared: Shared, params: Callable[[], FleetParams], wake_up: Callable[[], None]) -> None:
+        """``params``: the planner's current parameters; ``wake_up``: end the scheduler's wait (a
+        status is applied at once)."""
+        self._planner = shared.planner
+        self._goals = shared.goals
+        self._delivery = shared.delivery
+        self._ports = shared.ports
+        self._clock = shared.clock
         self._params = params
-        self._planner = planner
-        self._goals = goals
-        self._delivery = delivery
-        self._ports = ports
-        self._clock = clock
         self._wake_up = wake_up
         self._queue: queue.Queue[StatusIn] = queue.Queue(maxsize=STATUS_QUEUE_MAX)
         self._rung = False  # a status woke the scheduler, which has not drained since

@@ -1,0 +1,27 @@
+"""The collaborators several parts of the planner service share, passed to each as one object."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from llm_planner_node.core.clock import Clock
+from llm_planner_node.core.planner import Planner
+from llm_planner_node.service.delivery import SegmentDelivery
+from llm_planner_node.service.ports import PlannerPorts
+from llm_planner_node.service.registry import GoalRegistry
+
+
+@dataclass(frozen=True, eq=False)  # live objects: compared and hashed by identity
+class Shared:
+    """What the parts of one :class:`~.planner_service.PlannerService` have in common: the
+    scheduling core, the goals in flight and busy robots, the segment delivery protocol, the
+    ports to the ROS side, the clock and the service's counters (built once by the service;
+    each part reads the ones it needs)."""
+
+    planner: Planner
+    goals: GoalRegistry
+    delivery: SegmentDelivery
+    ports: PlannerPorts
+    clock: Clock
+    counters: Counter[str]

@@ -280,7 +280,7 @@ class AdapterCore:
             if err is not None:
                 raise err
             m, scene = value
-            if scene is not None or any(v >= 0 for v in (m.battery_pct, m.temperature_c, m.height_cm)):
+            if scene is not None or m.any():
                 self.publish(StatusEvent(self.robot_id, "", 0, STATE_IDLE, measured=m, scene=scene))
         except Exception:  # noqa: BLE001 - a robot that cannot say its state this time
             log.debug("%s: idle report failed", self.robot_id, exc_info=True)

@@ -15,9 +15,11 @@ frame decoded after the last motion and no older than the port's ``max_age_s``; 
 missing stream fails the skill with the reason. The simulated scene answers only for the unit
 tests of plan execution that pass one.
 
-What the drone feels comes from its state packets (djitellopy receives them at 10 Hz): measured
-height (``h``, cm) and time-of-flight distance to the floor (``tof``) feed the pose the geofence
-reads and the distance estimate of ``object_dis``; battery and temperature go to ``/robot_status``
+What the drone feels comes from its state packets (djitellopy receives them at 10 Hz, each stamped
+here on arrival: :func:`stamp_state_packets`): measured height (``h``, cm) and time-of-flight
+distance to the floor (``tof``) feed the pose the geofence reads and the distance estimate of
+``object_dis``; battery, temperature and the age of the newest packet (the link's health: a
+drone out of Wi-Fi range or switched off stops sending them) go to ``/robot_status``
 (:meth:`TelloExecutor.measured`). A command refused while the battery is at or below
 ``low_battery_pct`` (a Tello lands by itself then) fails with that reason.
 
@@ -38,6 +40,31 @@ from llm_planner_node.core.skills import TELLO_MINISPEC, SkillCall
 from robot_adapters.executor import Measured, SkillCancelled, SkillExecutionError, SkillExecutor, sleep_cancellable
 from robot_adapters.perception.drone import DronePerception, NoPerception, ScenePerception
 from robot_adapters.perception.types import PerceptionError
+
+#: key of the arrival time (time.monotonic) added to every state packet djitellopy parses
+RECEIVED = "_received_monotonic"
+
+
+def stamp_state_packets() -> None:
+    """Make djitellopy stamp every state packet with its arrival time (``RECEIVED``).
+
+    Its state receiver thread parses each packet into a new dict with ``Tello.parse_state`` and
+    keeps only the newest, with no time: a drone that went silent would look as if its last
+    packet were current. Idempotent; a packet's other fields are untouched."""
+    from djitellopy import Tello
+
+    parse = Tello.parse_state
+    if getattr(parse, "stamps_arrival", False):
+        return
+
+    def parse_state(state: str) -> dict:
+        parsed = parse(state)
+        parsed[RECEIVED] = time.monotonic()
+        return parsed
+
+    parse_state.stamps_arrival = True  # type: ignore[attr-defined]
+    Tello.parse_state = staticmethod(parse_state)  # type: ignore[method-assign]
+
 
 MOVE_CMD = {"move_forward": "forward", "move_backward": "back", "move_left": "left",
             "move_right": "right", "move_up": "up", "move_down": "down"}
@@ -92,6 +119,7 @@ class TelloExecutor(SkillExecutor):
     def connect(self) -> None:
         from llm_planner_node.logging_setup import quiet_djitellopy
 
+        stamp_state_packets()
         if self.client_factory is not None:
             quiet_djitellopy()
             self.tello = self.client_factory()
@@ -113,8 +141,8 @@ class TelloExecutor(SkillExecutor):
                 raise SkillExecutionError(f"{self.name}: its camera stream did not start ({e})") from None
 
     # ------------------------------------------------------------------ measured state
-    def _state(self) -> dict | None:
-        """The last state packet, None when none came in the last ``STATE_MAX_AGE_S``."""
+    def _newest_state(self) -> tuple[dict, float] | None:
+        """The newest state packet and its age in seconds (None: none has come yet)."""
         if self.tello is None:
             return None
         try:
@@ -124,14 +152,25 @@ class TelloExecutor(SkillExecutor):
         if not isinstance(st, dict) or not st:
             return None
         now = time.monotonic()
-        if id(st) != self._state_seen[0]:  # djitellopy parses every packet into a new dict
-            self._state_seen = (id(st), now)
-        return st if now - self._state_seen[1] <= self.STATE_MAX_AGE_S else None
+        received = st.get(RECEIVED)
+        if not isinstance(received, float):  # a client that does not stamp: when it was first seen
+            if id(st) != self._state_seen[0]:  # djitellopy parses every packet into a new dict
+                self._state_seen = (id(st), now)
+            received = self._state_seen[1]
+        return st, max(0.0, now - received)
+
+    def _state(self) -> dict | None:
+        """The last state packet, None when none came in the last ``STATE_MAX_AGE_S``."""
+        newest = self._newest_state()
+        return newest[0] if newest is not None and newest[1] <= self.STATE_MAX_AGE_S else None
 
     def measured(self) -> Measured:
-        st = self._state()
-        if st is None:
+        newest = self._newest_state()
+        if newest is None:
             return Measured()
+        st, age = newest
+        if age > self.STATE_MAX_AGE_S:  # silent: only how long, nothing it said is current
+            return Measured(link_age_s=age)
 
         def num(key: str) -> float:
             try:
@@ -141,7 +180,7 @@ class TelloExecutor(SkillExecutor):
 
         lo, hi = num("templ"), num("temph")
         return Measured(battery_pct=num("bat"), temperature_c=(lo + hi) / 2 if lo >= 0 and hi >= 0 else -1.0,
-                        height_cm=num("h") if self.flying else 0.0)
+                        height_cm=num("h") if self.flying else 0.0, link_age_s=age)
 
     def scene_view(self) -> list[str] | None:
         """The objects on the newest camera frame (the detector runs once per frame), or None."""

@@ -36,11 +36,20 @@ def answer_text(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Measured:
-    """What the robot measured of itself, as of now (-1: not measured by this robot)."""
+    """What the robot measured of itself, as of now (-1: not measured by this robot).
+    ``link_age_s``: how old its newest telemetry is (a Tello's state packet): the link's health."""
 
     battery_pct: float = -1.0
     temperature_c: float = -1.0
     height_cm: float = -1.0
+    link_age_s: float = -1.0
+
+    def any(self) -> bool:
+        """Whether the robot measured anything."""
+        return any(v >= 0 for v in (self.battery_pct, self.temperature_c, self.height_cm, self.link_age_s))
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        return (self.battery_pct, self.temperature_c, self.height_cm, self.link_age_s)
 
 
 class SkillExecutionError(RuntimeError):

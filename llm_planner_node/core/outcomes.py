@@ -33,6 +33,7 @@ class RejectReason(str, Enum):
     OVERLOADED = "overloaded"        # too many goals in flight
     ROBOT_BUSY = "robot_busy"        # the robot still runs another goal
     BATTERY = "battery"              # the robot's measured battery cannot see the goal through
+    LINK = "link"                    # the robot's telemetry went silent (off, or out of radio range)
     UNPERCEIVABLE = "unperceivable"  # the instruction is about a thing the robot cannot perceive
     PROMPT = "prompt"                # the prompt builder refused the instruction
     CORE = "core"                    # the core refused the goal (it can never run)

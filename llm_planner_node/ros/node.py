@@ -56,7 +56,7 @@ from llm_planner_node.ros.action_server import FinishLaterActionServer, mark_can
 from llm_planner_node.ros.failover import JOURNAL_MIN_S, JOURNAL_PERIOD_S, FailoverLink, entry_of_msg
 from llm_planner_node.service.takeover import JournalEntry
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
-from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key
+from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key, measured_of
 from llm_planner_node.ros.messages import ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, action_qos_kwargs, build_result, rejected_result
 from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_READER_QOS, STATUS_TOPIC, draining_subscription, segment_message, segment_publishers, status_goal_id, status_topic, stop_message, heartbeat_message, status_robot_id, VITALS_GOAL_ID
 
@@ -94,7 +94,7 @@ def status_in(msg: Any) -> StatusIn:
     return StatusIn(msg.robot_id, msg.goal_id, int(msg.sequence), int(msg.state), tuple(msg.skill_durations_s),
                     msg.error, answers=tuple((a.skill, a.value) for a in msg.answers),
                     return_value=msg.return_value if msg.has_return_value else None,
-                    measured=(float(msg.battery_pct), float(msg.temperature_c), float(msg.height_cm)))
+                    measured=measured_of(msg))
 
 
 class PlannerNode(LifecycleNode):
@@ -555,7 +555,7 @@ class PlannerNode(LifecycleNode):
         if self._verifier is not None and self._verifier.check_status(msg) is not None:
             service.status_drops["link: idle report not verified"] += 1
             return
-        service.on_vitals(msg.robot_id, (float(msg.battery_pct), float(msg.temperature_c), float(msg.height_cm)),
+        service.on_vitals(msg.robot_id, measured_of(msg),
                           scene=[str(e)[:120] for e in msg.scene[:32]] if msg.has_scene else None)
 
     def _on_status(self, msg: RobotStatus, topic_robot: str | None = None) -> None:

@@ -308,13 +308,13 @@ def status_fields(robot_id: str, goal_id: str, sequence: int, state: int, curren
                   skill_names: Sequence[str], skill_durations_s: Sequence[float], error: str,
                   stamp: tuple[int, int] | None = None, *,
                   answers: Sequence[tuple[int, str, str]] = (), return_value: str | None = None,
-                  measured: tuple[float, float, float] = (-1.0, -1.0, -1.0),
+                  measured: tuple[float, ...] = (-1.0, -1.0, -1.0, -1.0),
                   scene: Sequence[str] | None = None) -> bytes:
-    """The signed bytes of a status (``progress`` and the ``measured`` battery, temperature and
-    height are float32 on the wire, the rest float64; floats as IEEE-754 big-endian bytes, so NaN,
+    """The signed bytes of a status (``progress`` and the ``measured`` battery, temperature,
+    height and link age are float32 on the wire, the rest float64; floats as IEEE-754 big-endian bytes, so NaN,
     infinities and -0.0 are covered). ``answers``: (segment, skill, value) of each call that
     answered; ``return_value``: the plan's return value, None when it has none."""
-    return b"".join([b"STA2", _s(robot_id), _s(goal_id), _u(sequence), _u(state), _s(current_skill),
+    return b"".join([b"STA3", _s(robot_id), _s(goal_id), _u(sequence), _u(state), _s(current_skill),
                      _f(progress), _d(elapsed_s), _d(predicted_remaining_s),
                      _list([_s(n) for n in skill_names]), _list([_d(x) for x in skill_durations_s]),
                      _s(error), _list([_u(k) + _s(n) + _s(v) for k, n, v in answers]),
@@ -463,6 +463,12 @@ def segment_msg_fields(msg: Any) -> bytes:
                           bool(msg.cancel), _stamp_of(msg), int(getattr(msg, "term", 0)))
 
 
+def measured_of(msg: Any) -> tuple[float, float, float, float]:
+    """A ``RobotStatus``'s measured battery %, temperature, height and link age (-1: not measured)."""
+    return (float(getattr(msg, "battery_pct", -1.0)), float(getattr(msg, "temperature_c", -1.0)),
+            float(getattr(msg, "height_cm", -1.0)), float(getattr(msg, "link_age_s", -1.0)))
+
+
 def status_msg_fields(msg: Any) -> bytes:
     """:func:`status_fields` of a ``timely_fleet/RobotStatus`` (with its stamp)."""
     return status_fields(msg.robot_id, msg.goal_id, msg.sequence, msg.state, msg.current_skill, msg.progress,
@@ -470,8 +476,7 @@ def status_msg_fields(msg: Any) -> bytes:
                          list(msg.skill_durations_s), msg.error, _stamp_of(msg),
                          answers=[(a.segment, a.skill, a.value) for a in getattr(msg, "answers", ())],
                          return_value=msg.return_value if getattr(msg, "has_return_value", False) else None,
-                         measured=(getattr(msg, "battery_pct", -1.0), getattr(msg, "temperature_c", -1.0),
-                                   getattr(msg, "height_cm", -1.0)),
+                         measured=measured_of(msg),
                          scene=list(msg.scene) if getattr(msg, "has_scene", False) else None)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from llm_planner_node.core.task_model import GenState, Request
-from llm_planner_node.service.shared import Shared
+from llm_planner_node.service.shared import ServicePart, Shared
 from llm_planner_node.service.status_path import StatusPath
 
 
@@ -29,14 +29,11 @@ class Snapshot:
     engine: dict[str, Any] = field(default_factory=dict)  # the engine's own diagnostics, if it has any
 
 
-class Diagnostics:
+class Diagnostics(ServicePart):
     """Takes a :class:`Snapshot` of the core, the engine, delivery and the status path."""
 
     def __init__(self, shared: Shared, statuses: StatusPath) -> None:
-        self._planner = shared.planner
-        self._goals = shared.goals
-        self._delivery = shared.delivery
-        self._counters = shared.counters
+        super().__init__(shared)
         self._statuses = statuses
         self.snapshot = Snapshot()
         self._rate_mark = (shared.clock.now(), 0)

@@ -10,7 +10,7 @@ from typing import Callable
 from llm_planner_node.config.params import FleetParams
 from llm_planner_node.core.engine_api import Engine, GenerationSpec
 from llm_planner_node.core.text import safe_text
-from llm_planner_node.service.shared import Shared
+from llm_planner_node.service.shared import ServicePart, Shared
 
 
 @dataclass
@@ -24,7 +24,7 @@ class EngineHealth:
     failures_reported: int = 0        # failures already shown by diagnostics
 
 
-class EngineKeeper:
+class EngineKeeper(ServicePart):
     """Keeps the core's engine running (its failures and restarts happen on the scheduler thread)."""
 
     def __init__(self, shared: Shared, factory: Callable[[], Engine] | None, owns_engine: bool,
@@ -32,10 +32,7 @@ class EngineKeeper:
         """``factory``: builds a new engine (None: a failed engine is not rebuilt); ``owns_engine``:
         the engine was built here (a lent one is not closed); ``retry_s``: seconds between
         attempts to rebuild an engine that failed and could not be restarted."""
-        self._planner = shared.planner
-        self._ports = shared.ports
-        self._clock = shared.clock
-        self._counters = shared.counters
+        super().__init__(shared)
         self._factory = factory
         self._owns_engine = owns_engine
         self._params = params

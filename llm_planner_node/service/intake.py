@@ -18,16 +18,20 @@ from llm_planner_node.core.tuf import TUFParams, tuf_problem
 from llm_planner_node.prompts.grammar import derivatives_for, language_for, longest_plan_chars
 from llm_planner_node.service.ports import MAX_ID_CHARS, GoalIn
 from llm_planner_node.service.registry import GoalEntry
-from llm_planner_node.service.shared import Shared
+from llm_planner_node.service.shared import ServicePart, Shared
 from llm_planner_node.service.takeover import JournalEntry
 from llm_planner_node.service.vitals import RobotVitals
 
 
 #: a scene older than this is not what the robot sees now: the prompt goes without one
 SCENE_MAX_AGE_S = 6.0
+#: an idle robot reports every 2 s: a report older than this says nothing of the link now
+LINK_REPORT_MAX_AGE_S = 6.0
+#: telemetry silent longer than this (a Tello sends 10 state packets a second) refuses goals
+LINK_SILENT_S = 3.0
 
 
-class GoalIntake:
+class GoalIntake(ServicePart):
     """Takes goals from any thread; what reaches the core is posted to the scheduler thread."""
 
     def __init__(self, shared: Shared, params: Callable[[], FleetParams], prompt_builder: Callable[..., object],
@@ -37,12 +41,7 @@ class GoalIntake:
         thread; ``unavailable``: why the planner takes no goal now (its lifecycle, its engine), or
         None; ``max_pending``: goals accepted but not yet ended beyond which new goals are refused;
         ``vitals``: what the robots last measured (a drone's battery must see a goal through)."""
-        self._planner = shared.planner
-        self._goals = shared.goals
-        self._delivery = shared.delivery
-        self._ports = shared.ports
-        self._clock = shared.clock
-        self._counters = shared.counters
+        super().__init__(shared)
         self._vitals = vitals
         self._params = params
         self._prompt_builder = prompt_builder
@@ -85,7 +84,7 @@ class GoalIntake:
                              f"instruction has {len(text)} characters, the limit is {pp.max_instruction_chars}")
         if g.max_tokens > 4 * pp.max_tokens:
             return Rejection(RejectReason.FIELD, f"max_tokens {g.max_tokens} exceeds the node's limit {4 * pp.max_tokens}")
-        return self._battery_check(robot) or self._perception_check(robot, text)
+        return self._link_check(robot) or self._battery_check(robot) or self._perception_check(robot, text)
 
     def _perception_check(self, robot: RobotParams, instruction: str) -> Rejection | None:
         """An instruction about a thing the robot cannot perceive (core/perceivable.py) is refused
@@ -107,6 +106,17 @@ class GoalIntake:
                          f"{robot.id} cannot perceive {names}: its detector knows {len(known)} classes "
                          f"({', '.join(known[:8])}, ...); set robots[{robot.id}].perception.vlm to ask "
                          "a vision-language model about anything (docs/guides/perception.md)")
+    def _link_check(self, robot: RobotParams) -> Rejection | None:
+        """A robot whose adapter last reported its telemetry silent (a drone switched off, or out
+        of its Wi-Fi's range): its first command would only time out."""
+        if self._vitals is None:
+            return None
+        silent = self._vitals.link_silent_s(robot.id, LINK_REPORT_MAX_AGE_S)
+        if silent is None or silent <= LINK_SILENT_S:
+            return None
+        return Rejection(RejectReason.LINK, f"{robot.id} has sent no telemetry for {silent:.0f} s: check that it is "
+                                            "on and within radio range of its adapter's host")
+
     def _battery_check(self, robot: RobotParams) -> Rejection | None:
         """A flying robot whose last measured battery cannot see a goal through (core/battery.py)."""
         if self._vitals is None or robot.kind not in ("drone", "sim"):

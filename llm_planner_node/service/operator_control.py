@@ -45,7 +45,7 @@ from llm_planner_node.config.params import FleetParams
 from llm_planner_node.core.approval import Approval
 from llm_planner_node.core.task_model import Request, Segment
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
-from llm_planner_node.service.shared import Shared
+from llm_planner_node.service.shared import ServicePart, Shared
 
 
 #: Start of the text of an action feedback message that says a segment waits for an operator.
@@ -94,18 +94,14 @@ class StopOutcome:
     halted: list[str] = field(default_factory=list)    # robots without a goal that were halted
 
 
-class OperatorControl:
+class OperatorControl(ServicePart):
     """Stops and approvals of one planner service (see the module docstring)."""
 
     def __init__(self, shared: Shared, params: Callable[[], FleetParams],
                  post: Callable[[Callable[[], None]], None], dispatch: Callable[[Request, Segment], None]) -> None:
         """``params``: the planner's current parameters; ``post``: run a command on the scheduler
         thread; ``dispatch``: send a released segment on to its robot (the sink's dispatch)."""
-        self._goals = shared.goals
-        self._planner = shared.planner
-        self._delivery = shared.delivery
-        self._ports = shared.ports
-        self._clock = shared.clock
+        super().__init__(shared)
         self._params = params
         self._post = post
         self._dispatch = dispatch

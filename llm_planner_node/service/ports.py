@@ -50,7 +50,7 @@ class StatusIn:
     answers: tuple[tuple[str, str], ...] = ()
     return_value: str | None = None
     #: the robot's measured battery %, temperature (C), height (cm); -1 = not measured
-    measured: tuple[float, float, float] = (-1.0, -1.0, -1.0)
+    measured: tuple[float, float, float, float] = (-1.0, -1.0, -1.0, -1.0)  # battery, temperature, height, link age
 
 
 class PlannerPorts(Protocol):

@@ -13,7 +13,7 @@ from llm_planner_node.core.text import safe_text
 from llm_planner_node.service.diagnostics import Diagnostics
 from llm_planner_node.service.engine_keeper import EngineKeeper
 from llm_planner_node.service.operator_control import OperatorControl
-from llm_planner_node.service.shared import Shared
+from llm_planner_node.service.shared import ServicePart, Shared
 from llm_planner_node.service.status_path import StatusPath
 
 #: Goal commands run between two drains of the status queue and two engine steps (a burst of
@@ -21,7 +21,7 @@ from llm_planner_node.service.status_path import StatusPath
 COMMAND_SLICE = 8
 
 
-class SchedulerLoop:
+class SchedulerLoop(ServicePart):
     """The one thread that touches the core (see :mod:`.planner_service` for the threading)."""
 
     def __init__(self, shared: Shared, keeper: EngineKeeper, commands: queue.SimpleQueue[Callable[[], None]],
@@ -29,12 +29,7 @@ class SchedulerLoop:
                  operator: OperatorControl, diagnostics: Diagnostics) -> None:
         """``commands``: goal commands posted to this thread; ``wake``: set when a command or a
         status arrives (ends the idle wait); ``wake_up``: set it and ring the engine."""
-        self._planner = shared.planner
-        self._goals = shared.goals
-        self._delivery = shared.delivery
-        self._ports = shared.ports
-        self._clock = shared.clock
-        self._counters = shared.counters
+        super().__init__(shared)
         self._keeper = keeper
         self._commands = commands
         self._wake = wake

@@ -25,3 +25,17 @@ class Shared:
     ports: PlannerPorts
     clock: Clock
     counters: Counter[str]
+
+
+class ServicePart:
+    """A part of the service (intake, scheduler loop, status path, ...): it reads the shared
+    collaborators as ``self._planner``, ``self._goals``, ``self._delivery``, ``self._ports``,
+    ``self._clock`` and ``self._counters``."""
+
+    def __init__(self, shared: Shared) -> None:
+        self._planner = shared.planner
+        self._goals = shared.goals
+        self._delivery = shared.delivery
+        self._ports = shared.ports
+        self._clock = shared.clock
+        self._counters = shared.counters

@@ -14,7 +14,7 @@ from llm_planner_node.core.link import INTERRUPTED
 from llm_planner_node.core.outcomes import RobotState
 from llm_planner_node.core.text import safe_text
 from llm_planner_node.service.ports import MAX_ID_CHARS, StatusIn
-from llm_planner_node.service.shared import Shared
+from llm_planner_node.service.shared import ServicePart, Shared
 
 # RobotStatus.STATE_* (the adapters' states)
 IDLE, RECEIVED, EXECUTING, DONE, FAILED, CANCELLED = RobotState
@@ -32,17 +32,13 @@ FLOOD_DROPS_PER_S = 300.0
 FLOOD_GRACE_S = 3.0
 
 
-class StatusPath:
+class StatusPath(ServicePart):
     """Statuses in from any thread (:meth:`on_status`), applied on the scheduler thread (:meth:`drain`)."""
 
     def __init__(self, shared: Shared, params: Callable[[], FleetParams], wake_up: Callable[[], None]) -> None:
         """``params``: the planner's current parameters; ``wake_up``: end the scheduler's wait (a
         status is applied at once)."""
-        self._planner = shared.planner
-        self._goals = shared.goals
-        self._delivery = shared.delivery
-        self._ports = shared.ports
-        self._clock = shared.clock
+        super().__init__(shared)
         self._params = params
         self._wake_up = wake_up
         self._queue: queue.Queue[StatusIn] = queue.Queue(maxsize=STATUS_QUEUE_MAX)

@@ -1,5 +1,6 @@
-"""What each robot last measured of itself (battery, temperature, height), from the signed
-status link: the statuses of its goals, and the idle reports an adapter sends between goals."""
+"""What each robot last measured of itself (battery, temperature, height, the age of its
+telemetry), from the signed status link: the statuses of its goals, and the idle reports an
+adapter sends between goals."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ class Vitals:
     battery_pct: float
     temperature_c: float
     height_cm: float
+    link_age_s: float  # age of the robot's newest telemetry when it reported (-1: not measured)
     received: float  # monotonic time
 
 
@@ -32,13 +34,16 @@ class RobotVitals:
         self._last: dict[str, Vitals] = {}
         self._seen: dict[str, Seen] = {}
 
-    def update(self, robot_id: str, measured: tuple[float, float, float], scene: list[str] | None = None) -> None:
+    def update(self, robot_id: str, measured: tuple[float, ...], scene: list[str] | None = None) -> None:
+        """``measured``: battery %, temperature, height and link age (-1: not measured; a report
+        of an older adapter without the link age counts it as not measured)."""
         now = self._clock()
         with self._lock:
             if scene is not None:
                 self._seen[robot_id] = Seen(tuple(scene), now)
             if any(v >= 0 for v in measured):  # else the robot measures nothing
-                self._last[robot_id] = Vitals(*(float(v) for v in measured), now)
+                bat, temp, height, link = (*(float(v) for v in measured), -1.0, -1.0, -1.0, -1.0)[:4]
+                self._last[robot_id] = Vitals(bat, temp, height, link, now)
 
     def scene(self, robot_id: str, max_age_s: float) -> tuple[str, ...] | None:
         """What the robot last reported seeing, if in the last ``max_age_s`` (None: nothing recent)."""
@@ -55,6 +60,15 @@ class RobotVitals:
         if v is None or v.battery_pct < 0 or self._clock() - v.received > max_age_s:
             return None
         return v.battery_pct
+
+    def link_silent_s(self, robot_id: str, max_age_s: float) -> float | None:
+        """How long the robot's telemetry had been silent when it last reported, if that report is
+        from the last ``max_age_s`` and said so (None: no recent report, or it measures no link)."""
+        with self._lock:
+            v = self._last.get(robot_id)
+        if v is None or v.link_age_s < 0 or self._clock() - v.received > max_age_s:
+            return None
+        return v.link_age_s
 
     def get(self, robot_id: str) -> Vitals | None:
         with self._lock:

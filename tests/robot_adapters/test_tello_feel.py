@@ -1,6 +1,7 @@
 """What the drone adapter feels through djitellopy's state packets, against the Tello simulator:
-measured battery, temperature and height on the status link, the pose the geofence reads, and a
-landing on low battery that ends the skill with that reason."""
+measured battery, temperature and height on the status link, the pose the geofence reads, a
+landing on low battery that ends the skill with that reason, and the link's age: a drone that
+goes silent is reported as silent, with nothing it said before passed off as current."""
 
 from __future__ import annotations
 
@@ -38,10 +39,15 @@ def test_measured_state_and_a_low_battery_landing(tello_net):
             time.sleep(0.05)
         assert 45 <= m.battery_pct <= 50 and m.temperature_c >= 60
         assert m.height_cm == pytest.approx(130, abs=2) and ex.pose[2] == pytest.approx(130, abs=2)
+        assert 0 <= m.link_age_s <= 0.5  # packets at 10 Hz, each stamped on arrival
         sim.set_battery(9)  # below the Tello's 10 %: it lands by itself during the next motion
         with pytest.raises(SkillExecutionError, match=r"tello_9: low battery \(\d+%\)"):
             ex.execute(SkillCall("move_forward", (200,)), cancel)
         assert not ex.flying
+        sim.stop()  # the drone goes silent (switched off, out of Wi-Fi range)
+        time.sleep(1.5)
+        m = ex.measured()
+        assert m.link_age_s >= 1.4 and (m.battery_pct, m.temperature_c, m.height_cm) == (-1, -1, -1), m
     finally:
         ex.close()
         sim.stop()

@@ -1,5 +1,5 @@
 """Goals the robot itself cannot see through are refused at intake, with the reason: a drone whose
-measured battery would end below its reserve, an instruction about a thing the robot cannot
+measured battery would end below its reserve, a drone whose telemetry went silent, an instruction about a thing the robot cannot
 perceive (a Tello's COCO detector has no keys; an arm's map has no screwdriver)."""
 
 from __future__ import annotations
@@ -57,6 +57,24 @@ def test_a_battery_that_cannot_see_the_goal_through_is_refused():
         assert svc.intake.validate(GoalIn("tello_cam", "look for the cat")) is None
         svc.on_vitals("arm", (5.0, -1.0, -1.0))  # arms do not fly: not checked
         assert svc.intake.validate(GoalIn("arm", "put the apple in the basket")) is None
+    finally:
+        svc.close()
+
+
+def test_a_robot_whose_telemetry_went_silent_is_refused():
+    svc = _service()
+    try:
+        svc.on_vitals("tello_cam", (80.0, 61.0, 0.0, 0.1))  # state packets arriving: goals taken
+        assert svc.intake.validate(GoalIn("tello_cam", "look for the cat")) is None
+        svc.on_vitals("tello_cam", (-1.0, -1.0, -1.0, 12.4))  # its adapter: no state packet for 12 s
+        why = svc.intake.validate(GoalIn("tello_cam", "look for the cat"))
+        assert why.reason is RejectReason.LINK
+        assert why == ("tello_cam has sent no telemetry for 12 s: check that it is on and within radio range "
+                       "of its adapter's host")
+        svc.on_vitals("tello_cam", (79.0, 61.0, 0.0, 0.2))  # back in range
+        assert svc.intake.validate(GoalIn("tello_cam", "look for the cat")) is None
+        svc.on_vitals("d_sim", (-1.0, -1.0, -1.0, 2.5))  # a moment's silence, under 3 s: not refused
+        assert svc.intake.validate(GoalIn("d_sim", "look for the cat")) is None
     finally:
         svc.close()
 

@@ -31,24 +31,35 @@ _DETECTORS: dict[str, Any] = {}  # one detector per spec, shared by the drones o
 
 def tello_camera(robot: RobotParams, spec: dict[str, Any], in_client: Any = None) -> Any:
     """The perception factory of a Tello that sees through its camera (``perception.source:
-    camera``): the declared detector, the frame age limits, the optional vision-language endpoint."""
+    camera``): the declared detector (``topic``: the team's detector node, this drone's own), the
+    frame age limits, the optional vision-language endpoint."""
     from robot_adapters.drone_executor import camera_perception
 
     name = str(spec.get("detector", "default"))
-    if name not in _DETECTORS:
-        from robot_adapters.perception.detectors import load_detector
+    if name == "topic":
+        from robot_adapters.perception.topic_detector import DEFAULT_TIMEOUT_S, TopicDetector
 
         try:
-            _DETECTORS[name] = load_detector(name)
-        except (ValueError, OSError) as e:
-            raise ParamError(f"robot {robot.id}: its detector cannot be loaded: {e}") from None
+            detector: Any = TopicDetector(robot.id, str(spec.get("topic", "")).strip(), spec.get("classes") or (),
+                                          timeout_s=float(spec.get("timeout_s", DEFAULT_TIMEOUT_S)))
+        except ValueError as e:
+            raise ParamError(f"robot {robot.id}: {e}") from None
+    else:
+        if name not in _DETECTORS:
+            from robot_adapters.perception.detectors import load_detector
+
+            try:
+                _DETECTORS[name] = load_detector(name)
+            except (ValueError, OSError) as e:
+                raise ParamError(f"robot {robot.id}: its detector cannot be loaded: {e}") from None
+        detector = _DETECTORS[name]
     vlm = None
     if spec.get("vlm"):
         from robot_adapters.perception.vlm import VisionLanguageEndpoint
 
         v = spec["vlm"]
         vlm = VisionLanguageEndpoint(v["url"], v["model"], timeout_s=float(v.get("timeout_s", 20.0)))
-    return camera_perception(robot.id, _DETECTORS[name], max_age_s=float(spec.get("max_age_s", 1.0)),
+    return camera_perception(robot.id, detector, max_age_s=float(spec.get("max_age_s", 1.0)),
                              settle_s=float(spec.get("settle_s", 0.3)), min_score=float(spec.get("min_score", 0.0)),
                              vlm=vlm, in_client=in_client)
 

@@ -202,8 +202,10 @@ _SCENE_ADAPTERS = ("indy-sim", "tello-sim", "sim")
 #: keys of an arm's perception mapping per source (robot_adapters/perception/arm_sources.py)
 _ARM_PERCEPTION_KEYS = {"map": ("source", "objects"), "topic": ("source", "topic", "camera_to_base", "max_age_s"),
                         "scene": ("source",), "none": ("source",)}
-#: keys of a drone's perception mapping per source (robot_adapters/perception/drone.py)
-_DRONE_PERCEPTION_KEYS = {"camera": ("source", "detector", "max_age_s", "settle_s", "min_score", "vlm"),
+#: keys of a drone's perception mapping per source (robot_adapters/perception/drone.py); ``topic``,
+#: ``classes`` and ``timeout_s`` only with ``detector: topic`` (robot_adapters/perception/topic_detector.py)
+_DRONE_PERCEPTION_KEYS = {"camera": ("source", "detector", "max_age_s", "settle_s", "min_score", "vlm", "topic",
+                                     "classes", "timeout_s"),
                           "scene": ("source",), "none": ("source",)}
 PLAN_LANGUAGES = ("minispec", "arm", "chat")
 _BATCHING_KEYS = ("mode", "max_batch")
@@ -441,10 +443,11 @@ def _perception(value: Any, where: str, kind: str, adapter: str) -> dict[str, An
 
 
 def _drone_perception(value: dict[str, Any], where: str, source: str, adapter: str) -> dict[str, Any]:
-    """A drone's perception: ``camera`` (its video through ``detector``: ``default`` or a .onnx
-    file; answers from frames at most ``max_age_s`` old, decoded ``settle_s`` after a motion,
-    detections scoring at least ``min_score``; ``vlm: {url, model}`` answers ``probe``),
-    ``scene`` (simulated drones) or ``none``."""
+    """A drone's perception: ``camera`` (its video through ``detector``: ``default``, a .onnx
+    file, or ``topic``: the team's detector node answering on ``topic`` for the declared
+    ``classes`` within ``timeout_s``; answers from frames at most ``max_age_s`` old, decoded
+    ``settle_s`` after a motion, detections scoring at least ``min_score``; ``vlm: {url, model}``
+    answers ``probe``), ``scene`` (simulated drones) or ``none``."""
     if source not in _DRONE_PERCEPTION_KEYS:
         raise ParamError(f"{where}: a drone's source is camera, scene or none, not {source!r}")
     known = _DRONE_PERCEPTION_KEYS[source]
@@ -459,13 +462,34 @@ def _drone_perception(value: dict[str, Any], where: str, source: str, adapter: s
                              "> 0 (seconds)" if key == "max_age_s" else ">= 0 (seconds)") + f", got {v!r}")
     det = value.get("detector", "default")
     if not isinstance(det, str) or not det.strip():
-        raise ParamError(f"{where}.detector must be 'default' or the path of a .onnx detector, got {det!r}")
+        raise ParamError(f"{where}.detector must be 'default', 'topic' or the path of a .onnx detector, got {det!r}")
+    out = dict(value)
+    if det.strip() == "topic":
+        topic = value.get("topic")
+        if not isinstance(topic, str) or not topic.strip():
+            raise ParamError(f"{where}: detector topic needs topic, the DetectionArray topic your detector node "
+                             f"publishes on (e.g. tello_1/detections_in), got {topic!r}")
+        classes = value.get("classes")
+        if (not isinstance(classes, list) or not classes
+                or not all(isinstance(c, str) and c.strip() and len(c) <= 64 for c in classes)):
+            raise ParamError(f"{where}: detector topic needs classes, the labels your detector node reports "
+                             f"(e.g. [cat, person]), got {classes!r}")
+        timeout = value.get("timeout_s", 1.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+                or timeout <= 0:
+            raise ParamError(f"{where}.timeout_s must be a number > 0 (seconds), got {timeout!r}")
+        out["topic"] = topic.strip()
+        out["classes"] = list(dict.fromkeys("_".join(c.strip().lower().split()) for c in classes))
+    else:
+        for key in ("topic", "classes", "timeout_s"):
+            if key in value:
+                raise ParamError(f"{where}.{key} is for a detector node (detector: topic), not detector {det!r}")
     vlm = value.get("vlm")
     if vlm is not None and (not isinstance(vlm, dict) or not str(vlm.get("url", "")).startswith(("http://", "https://"))
                             or not isinstance(vlm.get("model"), str) or set(vlm) - {"url", "model", "timeout_s"}):
         raise ParamError(f"{where}.vlm must be {{url: http://HOST:PORT, model: NAME[, timeout_s: S]}} "
                          f"(an OpenAI-compatible vision-language server), got {vlm!r}")
-    return dict(value)
+    return out
 
 
 def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
@@ -500,17 +524,19 @@ def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
 
 def perceivable_objects(robot: RobotParams) -> tuple[str, ...] | None:
     """What ``robot`` can perceive, when its YAML says (None: unknown, nothing is refused): a Tello
-    seeing through the default detector knows COCO's classes (with a vision-language endpoint it
-    can be asked about anything: None); an arm with a map knows its map's objects, one with a
-    detections topic or a simulator's desk its declared ``objects``."""
+    seeing through the default detector knows COCO's classes, one whose detector is a node its
+    declared ``classes`` (with a vision-language endpoint it can be asked about anything: None);
+    an arm with a map knows its map's objects, one with a detections topic or a simulator's desk
+    its declared ``objects``."""
     from llm_planner_node.core.perceivable import COCO_LABELS
 
     spec = dict(robot.perception or {})
     if robot.adapter in ("tello", "tello-sim"):
         source = spec.get("source", "camera")
-        if source != "camera" or spec.get("vlm") or str(spec.get("detector", "default")) != "default":
+        detector = str(spec.get("detector", "default"))
+        if source != "camera" or spec.get("vlm") or detector not in ("default", "topic"):
             return None
-        return COCO_LABELS
+        return tuple(spec.get("classes") or ()) if detector == "topic" else COCO_LABELS
     if robot.kind == "arm":
         if spec.get("source") == "map":
             return tuple(sorted(set(spec.get("objects", {})) | set(robot.objects)))

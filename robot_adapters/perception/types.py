@@ -12,6 +12,7 @@ resolution; a 3D position is in the robot's base frame (arms: mm).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence, runtime_checkable
 
@@ -53,3 +54,13 @@ class Detector(Protocol):
     classes: tuple[str, ...]
 
     def detect(self, image: Any) -> Sequence[Detection]: ...
+
+
+@runtime_checkable
+class FrameDetector(Detector, Protocol):
+    """A detector that answers for a stamped frame, not only its pixels (a detector node on ROS
+    topics answers an image by its stamp); it may wait, and stops waiting when ``cancel`` is set.
+    :class:`~robot_adapters.perception.camera.CameraPerception` calls ``detect_frame`` when a
+    detector has it, ``detect(frame.image)`` otherwise."""
+
+    def detect_frame(self, frame: Frame, cancel: threading.Event | None = None) -> Sequence[Detection]: ...

@@ -8,34 +8,10 @@ import time
 from llm_planner_node.core.execution_time import ExecutionTimeModel
 from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC as T
 from robot_adapters.adapter_base import STATE_DONE, STATE_FAILED, AdapterCore, SegmentIn
-from robot_adapters.executor import SimulatedExecutor, SkillExecutor
+from robot_adapters.executor import SimulatedExecutor
 from robot_adapters.sim.sim_fleet import SimFleet
 
-
-def _wait(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
-
-
-class Hangs(SkillExecutor):
-    robot_kind = "drone"
-    skill_set = T
-
-    def __init__(self):
-        self.stopped = threading.Event()
-
-    def execute(self, call, cancel):
-        cancel.wait(30)  # a robot that never answers until stopped
-        from robot_adapters.executor import SkillCancelled
-
-        raise SkillCancelled("stopped")
-
-    def stop(self):
-        self.stopped.set()
+from adapter_testkit import Hangs, wait_until
 
 
 def test_skill_timeout_reports_failed_and_stops_robot():
@@ -44,7 +20,7 @@ def test_skill_timeout_reports_failed_and_stops_robot():
     core = AdapterCore("d", ex, events.append, time_scale=0.01, skill_timeout_margin_s=1.0).start()
     try:
         core.submit(SegmentIn("g", 0, skills=[("mf", ["100"])], final=True))
-        assert _wait(lambda: any(e.state == STATE_FAILED for e in events))
+        assert wait_until(lambda: any(e.state == STATE_FAILED for e in events))
         failed = [e for e in events if e.state == STATE_FAILED][0]
         assert "timeout" in failed.error and ex.stopped.is_set()
     finally:
@@ -60,7 +36,7 @@ def test_minispec_text_runs_through_interpreter_and_feeds_model():
         core.submit(SegmentIn("g", 0, text="to;_1=iv,cat;?_1==True{2{tc,45}};",
                               skills=[("to", []), ("iv", ["cat"]), ("tc", ["45"])]))  # as the planner declares
         core.submit(SegmentIn("g", 1, text="mf,_9;", skills=[("mf", ["_9"])], final=True))
-        assert _wait(lambda: any(e.state in (STATE_DONE, STATE_FAILED) and e.sequence == 1 for e in events))
+        assert wait_until(lambda: any(e.state in (STATE_DONE, STATE_FAILED) and e.sequence == 1 for e in events))
         done = [e for e in events if e.state == STATE_DONE]
         assert done[0].skill_names == ["takeoff", "is_visible", "turn_cw", "turn_cw"]
         failed = [e for e in events if e.state == STATE_FAILED]
@@ -92,7 +68,7 @@ def test_three_hundred_simulated_robots_in_one_process():
                 segs = [[("to", [])], [("mf", ["100"]), ("tc", ["90"])]]
             for i in (1, 0):  # out of order on purpose
                 c.submit(SegmentIn("g", i, skills=segs[i], final=i == 1))
-        ok = _wait(lambda: sum(1 for e in events if e.state == STATE_DONE) == 2 * len(fleet.cores), 60)
+        ok = wait_until(lambda: sum(1 for e in events if e.state == STATE_DONE) == 2 * len(fleet.cores), 60)
         assert ok, sum(1 for e in events if e.state == STATE_DONE)
         assert time.monotonic() - t0 < 60
         for rid in ("sim_drone_7", "sim_arm_3", "sim_chat_0"):
@@ -125,7 +101,7 @@ def test_minispec_goal_over_several_segments_reports_each_segment_separately():
         core.submit(SegmentIn("g", 0, text="tc,90;", skills=[("tc", ["90"])]))
         core.submit(SegmentIn("g", 1, text="mf,100;mu,50;", skills=[("mf", ["100"]), ("mu", ["50"])]))
         core.submit(SegmentIn("g", 2, text="tp;", skills=[("tp", [])], final=True))
-        assert _wait(lambda: sum(e.state == STATE_DONE for e in events) == 3)
+        assert wait_until(lambda: sum(e.state == STATE_DONE for e in events) == 3)
     finally:
         core.shutdown()
     done = {e.sequence: e for e in events if e.state == STATE_DONE}
@@ -144,9 +120,9 @@ def test_a_newer_goal_completes_a_plan_whose_last_segment_was_not_flagged_final(
     try:
         core.submit(SegmentIn("g1", 0, skills=[("tc", ["90"])]))
         core.submit(SegmentIn("g1", 1, skills=[("mf", ["100"])]))  # last segment, final=False
-        assert _wait(lambda: sum(e.state == STATE_DONE for e in events) == 2)
+        assert wait_until(lambda: sum(e.state == STATE_DONE for e in events) == 2)
         core.submit(SegmentIn("g2", 0, skills=[("mu", ["50"])]))
-        assert _wait(lambda: any(e.goal_id == "g2" and e.state == STATE_DONE for e in events), timeout=3)
+        assert wait_until(lambda: any(e.goal_id == "g2" and e.state == STATE_DONE for e in events), timeout=3)
         # but a goal whose own next segment is missing still blocks (strict order within a goal)
         core.submit(SegmentIn("g3", 1, skills=[("md", ["50"])]))
         time.sleep(0.3)

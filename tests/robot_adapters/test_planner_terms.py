@@ -11,37 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_planner_node.core.link import PlannerTerm
-from llm_planner_node.core.skills import TELLO_MINISPEC as T
 from robot_adapters.adapter_base import STATE_CANCELLED, STATE_EXECUTING, STATE_IDLE, AdapterCore, SegmentIn
-from robot_adapters.executor import SkillCancelled, SkillExecutor
 
-
-def _wait(pred, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
-
-
-class Hangs(SkillExecutor):
-    """A robot whose skill runs until it is stopped; counts its stops."""
-
-    robot_kind = "drone"
-    skill_set = T
-
-    def __init__(self):
-        self.stops = 0
-        self.calls: list[str] = []
-
-    def execute(self, call, cancel):
-        self.calls.append(call.name)
-        cancel.wait(30)
-        raise SkillCancelled("stopped")
-
-    def stop(self):
-        self.stops += 1
+from adapter_testkit import Hangs, wait_until
 
 
 class FakeClock:
@@ -94,13 +66,13 @@ def test_a_stale_stop_does_not_stop_the_running_robot_and_a_current_one_does():
     core = AdapterCore("d1", ex, events.append, time_scale=0.01).start()
     try:
         assert core.submit(seg("g", 0, term=1, final=True))
-        assert _wait(lambda: any(e.state == STATE_EXECUTING for e in events))
+        assert wait_until(lambda: any(e.state == STATE_EXECUTING for e in events))
         assert core.heartbeat(2)  # a planner of term 2 took over
         assert not core.submit(seg("g", 0, term=1, cancel=True))  # the old planner's stop
         time.sleep(0.05)
         assert ex.stops == 0 and not any(e.state in (STATE_CANCELLED, STATE_IDLE) for e in events)
         assert core.submit(seg("g", 0, term=2, cancel=True))  # the new planner's stop
-        assert _wait(lambda: any(e.state == STATE_IDLE and e.error.startswith("stopped") for e in events))
+        assert wait_until(lambda: any(e.state == STATE_IDLE and e.error.startswith("stopped") for e in events))
         assert ex.stops >= 1
     finally:
         core.shutdown()
@@ -112,13 +84,13 @@ def test_stale_heartbeats_do_not_renew_the_lease():
     core = AdapterCore("d1", ex, events.append, time_scale=0.01, lease_s=0.2).start()
     try:
         assert core.submit(seg("g", 0, term=2, final=True))
-        assert _wait(lambda: any(e.state == STATE_EXECUTING for e in events))
+        assert wait_until(lambda: any(e.state == STATE_EXECUTING for e in events))
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and not core.lease_stops:
             assert not core.heartbeat(1)  # the fenced planner keeps talking: it is not heard
             time.sleep(0.02)
         assert core.lease_stops == 1
-        assert _wait(lambda: any("planner lost" in e.error for e in events))
+        assert wait_until(lambda: any("planner lost" in e.error for e in events))
     finally:
         core.shutdown()
 

@@ -7,53 +7,16 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-TF = [sys.executable, "-m", "llm_planner_node.cli"]
+from processes import ROOT, TF, Proc  # noqa: F401 - ROOT and TF re-exported for the MCP tests
+
 TOOLS = {"list_robots", "send_goal", "goal_status", "cancel_goal", "fleet_status"}
-
-
-class Proc:
-    """A `timely-fleet ...` process whose output lines a thread collects."""
-
-    def __init__(self, *args: str, ready: str, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen([*TF, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, start_new_session=True, env=env)
-        self.lines: list[str] = []
-        self.ready = threading.Event()
-        self._pattern = re.compile(ready)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if self._pattern.search(line):
-                self.ready.set()
-
-    def wait_ready(self, timeout: float) -> None:
-        if not self.ready.wait(timeout):
-            self.stop()
-            pytest.fail(f"`{' '.join(self.proc.args[3:])}` never became ready:\n" + "\n".join(self.lines[-40:]))
-
-    def stop(self) -> str:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        return "\n".join(self.lines)
 
 
 def up(*args: str) -> Proc:

@@ -10,24 +10,18 @@ process, `timely-fleet goal ...` from others, robots in real time (time scale 1)
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
-import sys
-import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import yaml
 
 pytestmark = pytest.mark.ros
 
-ROOT = Path(__file__).resolve().parents[2]
-TF = [sys.executable, "-m", "llm_planner_node.cli"]
+from processes import ROOT, TF, Proc
 
 
 def readme_goals() -> list[tuple[str, str, list[str]]]:
@@ -40,36 +34,11 @@ def readme_goals() -> list[tuple[str, str, list[str]]]:
     return out
 
 
-class Up:
-    """`timely-fleet up ...` as a separate process; its output is collected by a thread."""
+class Up(Proc):
+    """`timely-fleet up ...` as a separate process, ready once it says so."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([*TF, "up", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        self.lines: list[str] = []
-        self.ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if re.search(r"\bready\b", line):
-                self.ready.set()
-
-    def wait_ready(self, timeout: float) -> None:
-        if not self.ready.wait(timeout):
-            self.stop()
-            pytest.fail("`timely-fleet up` never became ready:\n" + "\n".join(self.lines[-40:]))
-
-    def stop(self) -> str:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        return "\n".join(self.lines)
+        super().__init__("up", *args, ready=r"\bready\b")
 
 
 def goal(robot: str, instruction: str, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess:

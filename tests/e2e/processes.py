@@ -50,3 +50,17 @@ class Proc:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         return "\n".join(self.lines)
+
+
+def stop_all(procs: list[subprocess.Popen], timeout: float = 20.0) -> None:
+    """SIGINT to each process's session (as Ctrl-C would), then SIGKILL to any still running after
+    ``timeout`` s: none outlives its test."""
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGINT)
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()

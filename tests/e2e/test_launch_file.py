@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import os
 import signal
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from processes import stop_all
 
 pytestmark = pytest.mark.ros
 
@@ -201,14 +202,6 @@ def test_launched_nodes_have_the_right_names_once(monkeypatch, ros_context, tmp_
         assert future.result().values[0].bool_value is False
     finally:
         probe.destroy_node()
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGINT)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        stop_all(procs, 20)
     outputs = [p.stdout.read() for p in procs]
     assert all(p.returncode in (0, -signal.SIGINT) for p in procs), outputs

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 import os
-import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+
+from processes import stop_all
 
 pytestmark = pytest.mark.ros
 
@@ -56,14 +57,7 @@ def test_planner_and_adapters_as_separate_processes_serve_a_goal(ros_context, tm
         assert len(res.segments) >= 2 and res.segments[-1].execution_end_s > 0
     finally:
         client.destroy()
-        for p in procs:
-            os.killpg(p.pid, signal.SIGINT)
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        stop_all(procs, 15)
     outputs = [p.stdout.read() for p in procs]
     assert "starting planner" in outputs[0] and "stopped" in outputs[0]
     assert "starting 1 robot adapter(s)" in outputs[1]

@@ -17,7 +17,6 @@ holds and how a goal is adopted is in :mod:`llm_planner_node.service.takeover` (
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -32,7 +31,7 @@ from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
 from llm_planner_node.core.task_model import Progress, Segment
 from llm_planner_node.ros.messages import JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
 from llm_planner_node.ros.robot_link import skill_msgs
-from llm_planner_node.security.signing import Counter, RobotKey, mac_bytes, sign, verify
+from llm_planner_node.security.signing import Counter, RobotKey, mac_bytes, message_fields, sign, verify
 from llm_planner_node.service.ports import GoalIn
 from llm_planner_node.service.takeover import JournalEntry
 
@@ -115,28 +114,11 @@ def entry_of_msg(m: Any) -> JournalEntry:
                         replans=int(m.replans), cancel_key_sha256=m.cancel_key_sha256)
 
 
-def _journal_fields(msg: Any) -> bytes:
-    """The bytes a journal's MAC covers: every field but the signature's, in an explicit encoding
-    (canonical JSON; a message's CDR serialization may differ between sender and receiver in its
-    padding bytes, so it cannot be what is signed)."""
-    def plain(value: Any) -> Any:
-        if hasattr(value, "get_fields_and_field_types"):
-            return {k: plain(getattr(value, k)) for k in value.get_fields_and_field_types()
-                    if k not in ("key_id", "counter", "mac")}
-        if isinstance(value, (list, tuple)) or type(value).__name__ in ("array", "ndarray"):
-            return [plain(v) for v in value]
-        if isinstance(value, float):
-            return repr(value)
-        return value
-
-    return json.dumps(plain(msg), sort_keys=True, separators=(",", ":")).encode()
-
-
 def sign_journal(msg: Any, key: RobotKey | None, counter: Counter) -> Any:
     """Sign a journal (unsigned when ``key`` is None: ``security.mode: off``)."""
     if key is not None:
         c = counter.next()
-        fields = _journal_fields(msg)
+        fields = message_fields(msg)
         msg.key_id, msg.counter, msg.mac = key.key_id, c, list(sign(key, "journal", fields, c))
     return msg
 
@@ -149,7 +131,7 @@ def journal_problem(msg: Any, key: RobotKey | None) -> str | None:
         return None
     if not msg.mac:
         return "unsigned journal"
-    if not verify(key, "journal", _journal_fields(msg), int(msg.counter), mac_bytes(msg), msg.key_id):
+    if not verify(key, "journal", message_fields(msg), int(msg.counter), mac_bytes(msg), msg.key_id):
         return "journal signature does not verify"
     return None
 

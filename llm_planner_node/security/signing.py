@@ -480,6 +480,24 @@ def status_msg_fields(msg: Any) -> bytes:
                          scene=list(msg.scene) if getattr(msg, "has_scene", False) else None)
 
 
+def message_fields(msg: Any) -> bytes:
+    """The signed bytes of a whole ROS message (the planner journal): every field but the
+    signature's (``key_id``, ``counter``, ``mac``), nested messages and sequences included, as
+    canonical JSON (sorted keys, floats by ``repr``). Not its CDR serialization: that may differ
+    between sender and receiver in its padding bytes."""
+    def plain(value: Any) -> Any:
+        if hasattr(value, "get_fields_and_field_types"):
+            return {k: plain(getattr(value, k)) for k in value.get_fields_and_field_types()
+                    if k not in ("key_id", "counter", "mac")}
+        if isinstance(value, (list, tuple)) or type(value).__name__ in ("array", "ndarray"):
+            return [plain(v) for v in value]
+        if isinstance(value, float):
+            return repr(value)
+        return value
+
+    return json.dumps(plain(msg), sort_keys=True, separators=(",", ":")).encode()
+
+
 def _sign_msg(msg: Any, key: RobotKey, counter: int, kind: str, fields: bytes) -> Any:
     msg.key_id = key.key_id
     msg.counter = int(counter)

@@ -117,6 +117,8 @@ def test_robot_status_roundtrip_on_topic(ros_context):
     assert list(got.skill_names) == ["move_to", "pick"]
     assert list(got.skill_durations_s) == pytest.approx([0.8, 0.45])
     assert got.error == "gripper did not close"
+    # measured state left unset reads "not measured", never a battery at 0 % or a link 0 s old
+    assert (got.battery_pct, got.temperature_c, got.height_cm, got.link_age_s) == (-1, -1, -1, -1)
     assert RobotStatus.STATE_DONE == 3
 
 

@@ -371,6 +371,8 @@ class FakeStatus:
     skill_durations_s: list = field(default_factory=list)
     error: str = ""
     stamp: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(sec=1, nanosec=2))
+    battery_pct: float = 80.0
+    link_age_s: float = 0.1
     key_id: str = ""
     counter: int = 0
     mac: bytes = b""
@@ -414,6 +416,8 @@ def test_unsigned_forged_and_misdirected_messages_are_dropped_and_counted(store)
     good = adapter_signer.sign_status(FakeStatus())
     forged = FakeStatus(**{**good.__dict__, "progress": 1.0})  # a changed field, old MAC
     assert planner.check_status(forged) == BAD_MAC
+    for measured in ({"battery_pct": 95.0}, {"link_age_s": 0.0}):  # a drone's state is signed too
+        assert planner.check_status(FakeStatus(**{**good.__dict__, **measured})) == BAD_MAC
     wrong_kid = FakeStatus(**{**good.__dict__, "key_id": "deadbeef"})
     assert planner.check_status(wrong_kid) == UNKNOWN_KEY
     short = FakeStatus(**{**good.__dict__, "mac": b"\x00" * 5})
@@ -432,8 +436,8 @@ def test_unsigned_forged_and_misdirected_messages_are_dropped_and_counted(store)
     assert LinkVerifier(store).check_segment(as_segment, "tello_1") == BAD_MAC
     assert planner.check_status(good) is None  # forgeries did not advance the counter
     counts = planner.counts()
-    assert counts == {"accepted": 1, UNSIGNED: 1, UNKNOWN_KEY: 3, BAD_MAC: 2, REPLAYED: 0, OUT_OF_WINDOW: 0}
-    assert planner.dropped_total == 6 and planner.dropped_by_robot == {"tello_1": 5, "ghost_7": 1}
+    assert counts == {"accepted": 1, UNSIGNED: 1, UNKNOWN_KEY: 3, BAD_MAC: 4, REPLAYED: 0, OUT_OF_WINDOW: 0}
+    assert planner.dropped_total == 8 and planner.dropped_by_robot == {"tello_1": 7, "ghost_7": 1}
 
 
 def test_rotation_takes_effect_on_both_ends_without_restart(store):

@@ -469,6 +469,9 @@ def _drone_perception(value: dict[str, Any], where: str, source: str, adapter: s
         if not isinstance(topic, str) or not topic.strip():
             raise ParamError(f"{where}: detector topic needs topic, the DetectionArray topic your detector node "
                              f"publishes on (e.g. tello_1/detections_in), got {topic!r}")
+        if topic.strip().strip("/").split("/")[-1] in ("detections", "image_raw"):
+            raise ParamError(f"{where}.topic {topic.strip()!r} is where the adapter itself publishes (its detections "
+                             "and camera images): give your detector node's own topic, e.g. tello_1/detections_in")
         classes = value.get("classes")
         if (not isinstance(classes, list) or not classes
                 or not all(isinstance(c, str) and c.strip() and len(c) <= 64 for c in classes)):

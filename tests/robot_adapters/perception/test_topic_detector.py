@@ -128,3 +128,6 @@ def test_the_declared_classes_are_what_the_drone_and_its_plans_can_name():
         parse_params(fleet({"source": "camera", "detector": "topic", "topic": TOPIC}))
     with pytest.raises(ParamError, match=r"timeout_s is for a detector node \(detector: topic\)"):
         parse_params(fleet({"source": "camera", "detector": "default", "timeout_s": 1.0}))
+    for own in ("tello_1/detections", "/tello_1/camera/image_raw"):  # the adapter's own outputs
+        with pytest.raises(ParamError, match=r"is where the adapter itself publishes"):
+            parse_params(fleet({"source": "camera", "detector": "topic", "topic": own, "classes": ["cat"]}))

@@ -7,9 +7,14 @@ action server accepted that have not reached the core yet included, as new goals
 (:func:`~llm_planner_node.security.signing.journal_key`). A standby keeps the latest verified
 journal of the highest term; when it has heard none for ``takeover_s`` (default ``lease_s / 2``)
 it takes over (:meth:`PlannerNode.take_over`). Every planner publishes its role and term
-(``timely_fleet/PlannerRole`` on ``planner/active``) whenever they change: clients re-attach to
-a new active planner. A planner that reads a trusted journal of a higher term than its own has
-been replaced (it was paused or cut off): it stops serving (fenced).
+(``timely_fleet/PlannerRole`` on ``planner/active``) whenever they change, and a standby every
+:data:`ROLE_PERIOD_S` besides: clients re-attach to a new active planner, and standbys see each
+other. Any number of standbys may follow one active planner: they take over in the order of
+their names (:meth:`FailoverLink.rank`), each waiting :data:`TAKEOVER_STAGGER_S` more for every
+live standby before it, and the others follow the new active planner. A planner that reads a
+trusted journal of a higher term than its own has been replaced (it was paused or cut off): it
+stops serving (fenced); so does an active planner that reads one of its own term from a planner
+whose name sorts first (two standbys that took over at once: one yields).
 
 This module holds the ROS side of that protocol (messages, QoS, signing); what a journal entry
 holds and how a goal is adopted is in :mod:`llm_planner_node.service.takeover` (ROS-free).
@@ -40,6 +45,11 @@ from llm_planner_node.service.takeover import JournalEntry
 #: JOURNAL_MIN_S (at most that often: a burst of goals makes one journal, not one each).
 JOURNAL_PERIOD_S = 0.2
 JOURNAL_MIN_S = 0.05
+#: A standby re-announces its role this often; one unheard for STANDBY_GONE_S counts as gone.
+ROLE_PERIOD_S = 1.0
+STANDBY_GONE_S = 3.0
+#: A standby's takeover waits this much longer for every live standby that ranks before it.
+TAKEOVER_STAGGER_S = 0.5
 #: Goals a journal may carry (a rogue's oversize journal is dropped whole).
 MAX_JOURNAL_GOALS = 10_000
 
@@ -160,6 +170,8 @@ class FailoverLink:
         self.heard: Heard | None = None
         self.drops: dict[str, int] = {}
         self.last_published = 0.0
+        self.last_role_published = 0.0
+        self.standbys: dict[str, float] = {}  # other standbys: name -> when its role was last heard
         # two planners of one namespace share the node name: the process tells them apart
         self._name = f"{node.get_fully_qualified_name()}@{socket.gethostname()}:{os.getpid()}"
         self._journal_pub = node.create_publisher(PlannerJournal, JOURNAL_TOPIC, journal_qos(lease_s))
@@ -193,17 +205,37 @@ class FailoverLink:
             self._journal_pub.publish(sign_journal(msg, self._key, self._counter))
             self.last_published = time.monotonic()
 
+    @property
+    def name(self) -> str:
+        """This planner as its journal and role name it: node name@host:process id."""
+        return self._name
+
     def publish_role(self, role: str, term: int, adopted: list[str] = ()) -> None:
         self._role_pub.publish(PlannerRole(stamp=self._node.get_clock().now().to_msg(), node=self._name, role=role,
                                            term=term, adopted_goal_ids=list(adopted)))
+        self.last_role_published = time.monotonic()
+
+    def rank(self) -> int:
+        """How many live standbys (role heard in the last STANDBY_GONE_S) take over before this
+        one: those whose names sort before its own."""
+        now = time.monotonic()
+        with self._lock:
+            live = [n for n, t in self.standbys.items() if now - t <= STANDBY_GONE_S]
+        return sum(1 for n in live if n < self._name)
 
     # -- the standby side -------------------------------------------------------------------------
     def _drop(self, why: str) -> None:
         self.drops[why] = self.drops.get(why, 0) + 1
 
     def _on_role(self, msg: Any) -> None:
-        if msg.node != self._name and msg.role == "standby":
-            self.standby_seen = True
+        if msg.node == self._name:
+            return
+        with self._lock:
+            if msg.role == "standby":
+                self.standby_seen = True
+                self.standbys[msg.node] = time.monotonic()
+            else:  # it took over (or was active all along): no longer in line
+                self.standbys.pop(msg.node, None)
 
     def _on_journal(self, msg: Any) -> None:
         if msg.node == self._name:
@@ -212,12 +244,16 @@ class FailoverLink:
         if why is not None:
             self._drop(why)
             return
-        if int(msg.term) > self._node.term:
-            self._on_higher_term(int(msg.term), msg.node)
+        term = int(msg.term)
+        if term > self._node.term or (term == self._node.term and msg.node < self._name):
+            self._on_higher_term(term, msg.node)
         heard = self.heard
-        if heard is not None and int(msg.term) < int(heard.msg.term):
+        if heard is not None and term < int(heard.msg.term):
             self._drop("journal of an older term")
             return
+        if heard is not None and heard.msg.node != msg.node:
+            self._node.get_logger().info(f"now following planner {msg.node} (term {term}), "
+                                         f"after {heard.msg.node} (term {heard.msg.term})")
         self.heard = Heard(msg, time.monotonic())
 
     def silent_for(self) -> float | None:

@@ -53,7 +53,8 @@ from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.config.params import FleetParams
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, StatusIn, safe_text
 from llm_planner_node.ros.action_server import FinishLaterActionServer, mark_cancelling, rcutils_log_emitter
-from llm_planner_node.ros.failover import JOURNAL_MIN_S, JOURNAL_PERIOD_S, FailoverLink, entry_of_msg
+from llm_planner_node.ros.failover import (JOURNAL_MIN_S, JOURNAL_PERIOD_S, ROLE_PERIOD_S, TAKEOVER_STAGGER_S,
+                                          FailoverLink, entry_of_msg)
 from llm_planner_node.service.takeover import JournalEntry
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
 from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key, measured_of
@@ -651,9 +652,12 @@ class PlannerNode(LifecycleNode):
             if heard is None:
                 level, message = DiagnosticStatus.WARN, f"{role}, term {term}: no active planner heard yet"
             else:
+                rank = link.rank()
                 message = (f"{role}, term {term}: following {heard.msg.node} (term {heard.msg.term}, "
-                           f"{len(heard.msg.goals)} goal(s) in flight, heard {silent:.1f} s ago)")
+                           f"{len(heard.msg.goals)} goal(s) in flight, heard {silent:.1f} s ago)"
+                           + (f"; {rank} standby(s) take over before this one" if rank else ""))
                 values.append(KeyValue(key="following", value=heard.msg.node))
+                values.append(KeyValue(key="standbys before this one", value=str(rank)))
         if self.takeovers:
             last = self.takeovers[-1]
             values.append(KeyValue(key="last takeover", value=f"term {last['term']} from {last['from']}: "
@@ -693,9 +697,13 @@ class PlannerNode(LifecycleNode):
                     link.publish_journal(self.term, entries + self._not_yet_journaled(entries), dict(self._cancel_keys))
                 service.journal(publish)
             return
+        if time.monotonic() - link.last_role_published >= ROLE_PERIOD_S:
+            link.publish_role(STANDBY, self.term)  # standbys see each other (their order of takeover)
         silent = link.silent_for()
-        if silent is not None and silent >= self._takeover_s() and self._lifecycle_active:
-            self.take_over(f"no journal for {silent:.2f} s")
+        rank = link.rank()
+        if silent is not None and silent >= self._takeover_s() + rank * TAKEOVER_STAGGER_S and self._lifecycle_active:
+            self.take_over(f"no journal for {silent:.2f} s" + (f" ({rank} standby(s) before this one were silent too)"
+                                                                if rank else ""))
 
     def _not_yet_journaled(self, entries: list[Any]) -> list[Any]:
         """Goals the action server accepted that have not reached the core yet (their submit is
@@ -766,9 +774,15 @@ class PlannerNode(LifecycleNode):
         return adopted
 
     def _on_higher_term(self, term: int, node: str) -> None:
-        """A trusted journal of another planner at ``term`` above this one's: an active planner
-        has been replaced (it was paused or cut off) and stops serving; a standby follows."""
+        """A trusted journal of another planner at ``term`` above this one's (or at its own, from
+        a planner whose name sorts first): an active planner has been replaced (it was paused or
+        cut off, or another standby took over at the same moment) and stops serving; a standby
+        follows."""
         if self.role != ACTIVE or self.fenced is not None:
+            return
+        if term == self.term:
+            self._fence(f"planner {node} is active at this planner's term {term} (both took over at once; "
+                        "the planner whose name sorts first stays)")
             return
         self._fence(f"planner {node} took over at term {term} (this planner's term is {self.term})")
 

@@ -232,6 +232,7 @@ def status_to_msg(ev: StatusEvent, msg_type: Any) -> Any:
     m.battery_pct = float(ev.measured.battery_pct)
     m.temperature_c = float(ev.measured.temperature_c)
     m.height_cm = float(ev.measured.height_cm)
+    m.link_age_s = float(ev.measured.link_age_s)
     m.has_scene = ev.scene is not None
     m.scene = [str(e)[:120] for e in (ev.scene or ())[:32]]
     sec = int(ev.stamp)

@@ -1,11 +1,12 @@
-"""Failover as a team runs it: the robots' adapters, an active planner and a standby as three
+"""Failover as a team runs it: the robots' adapters, an active planner and two standbys as four
 `timely-fleet up` processes on a signed link (the Tello SDK simulator behind djitellopy, the IndyDCP3 servicer behind
 the neuromeka client, robots in real time), the active SIGKILLed mid-plan.
 
 The drone's goal, sent with `timely-fleet goal`, and the arm's, sent with a plain rclpy
-ActionClient, both end SUCCEEDED through the standby: the CLI prints one result, each segment ran
-once, and the plain client (whose result request went to the planner that died) finds its result
-on planner/results by goal id."""
+ActionClient, both end SUCCEEDED through the standby that takes over: the CLI prints one result,
+each segment ran once, and the plain client (whose result request went to the planner that died)
+finds its result on planner/results by goal id. Exactly one standby takes over; the other follows
+the new active planner and, when that one is killed too, takes over from it and serves the next goal."""
 
 from __future__ import annotations
 
@@ -53,10 +54,11 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
     params = fleet_yaml(tmp_path / "fleet.yaml")
     adapters = Up("--params", params, "--only", "adapters")
     active = Up("--params", params, "--only", "planner")
-    standby = Up("--params", params, "--standby")
+    standbys = [Up("--params", params, "--standby"),  # a second one on this host, with its own node name
+                Up("--params", params, "--standby", "--ros-args", "-r", "__node:=llm_planner_standby_2")]
     node = None
     try:
-        for proc in (adapters, active, standby):
+        for proc in (adapters, active, *standbys):
             proc.wait_ready(90)
         # an outside client: plain rclpy, the generated interfaces, results also read from planner/results
         node = rclpy.create_node(f"plain_client_{uuid.uuid4().hex[:6]}", context=ros_context)
@@ -79,7 +81,7 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
             for line in drone.stdout:
                 lines.append(line.rstrip("\n"))
                 if "segment 0 finished" in line and not killed.is_set():
-                    standby_lines_at_kill.append(len(standby.lines))
+                    standby_lines_at_kill.extend(len(s.lines) for s in standbys)
                     killed.set()
                     active.proc.send_signal(signal.SIGKILL)  # mid-plan: segment 1 is running
         reader = threading.Thread(target=read, daemon=True)
@@ -116,14 +118,28 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
         assert arm.plan_text == ARM_PLAN
         assert all(s.execution_end_s >= 0 for s in arm.segments)
 
-        log = "\n".join(standby.lines)
-        # the standby followed the signed journal until the kill, and took over only after it
-        assert not any("took over" in line for line in standby.lines[:standby_lines_at_kill[0]]), log
-        assert re.search(r"took over from planner .* at term 2: .*adopted 2 goal\(s\)", log), log
+        logs = ["\n".join(s.lines) for s in standbys]
+        # the standbys followed the signed journal until the kill, and took over only after it
+        for s, at_kill in zip(standbys, standby_lines_at_kill):
+            assert not any("took over" in line for line in s.lines[:at_kill]), "\n".join(s.lines)
+        # exactly one took over; the other follows it
+        took = [i for i, log in enumerate(logs) if "took over" in log]
+        assert len(took) == 1, logs
+        new_active, other = standbys[took[0]], standbys[1 - took[0]]
+        assert re.search(r"took over from planner .* at term 2: .*adopted 2 goal\(s\)", logs[took[0]]), logs
+        assert re.search(r"now following planner \S+ \(term 2\)", logs[1 - took[0]]), logs
         assert "planner lost" not in "\n".join(adapters.lines), "a robot was stopped by its lease"
+
+        # the new active planner killed as well: the other standby takes over and serves
+        new_active.proc.send_signal(signal.SIGKILL)
+        new_active.proc.wait(timeout=10)
+        after = subprocess.run([*TF, "goal", "tello_1", "tc,90;", "--timeout", "60"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=90)
+        assert after.returncode == 0 and "SUCCEEDED" in after.stdout, after.stdout + after.stderr
+        assert re.search(r"took over from planner .* at term 3", "\n".join(other.lines)), other.lines[-20:]
         executor.shutdown(timeout_sec=2)
     finally:
         if node is not None:
             node.destroy_node()
-        for proc in (standby, active, adapters):
+        for proc in (*standbys, active, adapters):
             proc.stop()

@@ -4,7 +4,7 @@ detector; fake IndyDCP3 arms through the neuromeka client), `timely-fleet goal` 
 an independent rclpy client on the robots' own topics.
 
 - two streaming drones at once: "look for the cat" finds the cat on real frames and ends facing
-  it; "look for the umbrella" where there is none ends SUCCEEDED saying the plan returned False;
+  it; "look for the dog" where there is none (the simulated engine plans no umbrella) ends SUCCEEDED saying the plan returned False;
 - a drone whose battery cannot see a goal through is refused, with its reason;
 - a workspace-map arm stacks the blocks; a map target outside the workspace box is refused
   before the arm moves to it; a map that is wrong about where a block is makes the grasp miss;
@@ -39,7 +39,7 @@ def _fleet(tmp_path):
     far = dict(BLOCKS, red_block=[900, -150, 60])  # x 900 mm: outside move_to's box (|x| <= 700)
     data["robots"] = [
         dict(drone, id="d_cat", simulator={"scene": {"objects": {"cat": CAT_AHEAD_AFTER_A_QUARTER_TURN}}}),
-        dict(drone, id="d_umbrella", simulator={"scene": {"objects": {
+        dict(drone, id="d_dog", simulator={"scene": {"objects": {
             "cat": {"pos": [230, -40, 20], "size": [50, 40]}, "person": {"pos": [-250, 60, 85], "size": [60, 170]}}}}),
         dict(drone, id="d_low", perception={"source": "none"}, simulator={"battery_pct": 18}),
         dict(arm, id="arm_map", perception={"source": "map", "objects": BLOCKS}),
@@ -60,12 +60,16 @@ class Watcher:
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import BatteryState, Image
-        from timely_fleet.msg import DetectionArray
+        from timely_fleet.msg import DetectionArray, RobotStatus
+
+        from llm_planner_node.ros.robot_link import STATUS_QOS
 
         self.ctx = Context()
         rclpy.init(context=self.ctx)
         self.node = rclpy.create_node("perception_watcher", context=self.ctx)
-        self.images, self.detections, self.battery = {}, {}, {}
+        self.images, self.detections, self.battery, self.link_age = {}, {}, {}, {}
+        self.node.create_subscription(RobotStatus, "/robot_status", lambda m: self.link_age.setdefault(
+            m.robot_id, []).append(m.link_age_s) if not m.goal_id else None, STATUS_QOS)  # idle reports
         for r in robots:
             self.node.create_subscription(Image, f"/{r}/camera/image_raw",
                                           lambda m, r=r: self.images.setdefault(r, []).append((m.width, m.height, m.encoding)), 5)
@@ -98,11 +102,11 @@ def test_robots_see_and_feel_over_ros(tmp_path):
     if not netns.available():
         pytest.skip("the Tello simulators need network namespaces (root and iproute2)")
     up = Up("--engine", "sim", "--params", str(_fleet(tmp_path)), "--time-scale", TIME_SCALE)
-    watcher = Watcher(["d_cat", "d_umbrella", "d_low"])
+    watcher = Watcher(["d_cat", "d_dog", "d_low"])
     try:
         up.wait_ready(180)
         time.sleep(3.0)  # the drones' first idle reports (battery) reach the planner every 2 s
-        goals = [("d_cat", "look for the cat"), ("d_umbrella", "look for the umbrella"), ("d_low", "look for the cat"),
+        goals = [("d_cat", "look for the cat"), ("d_dog", "look for the dog"), ("d_low", "look for the cat"),
                  ("arm_map", "stack the red, blue and green boxes"),
                  ("arm_far", "stack the red, blue and green boxes"),
                  ("arm_miss", "stack the red, blue and green boxes")]
@@ -127,13 +131,15 @@ def test_robots_see_and_feel_over_ros(tmp_path):
     cx, width = cats[-1]  # the last frame the drone looked at the cat in: after turning to it
     assert abs(cx / width - 0.5) < 0.12, cats
     assert ("d_cat" in watcher.images and watcher.images["d_cat"][0] == (480, 360, "rgb8")), watcher.images.keys()
-    # no umbrella: the plan ran as written and says so
-    assert _status(out["d_umbrella"]).startswith("SUCCEEDED") and "returned False" in out["d_umbrella"], out["d_umbrella"][-1500:]
-    assert "scan(umbrella) -> False" in out["d_umbrella"]
-    assert not any(d.class_id == "umbrella" for m in watcher.detections.get("d_umbrella", []) for d in m.detections)
+    # no dog: the plan ran as written and says so
+    assert _status(out["d_dog"]).startswith("SUCCEEDED") and "returned False" in out["d_dog"], out["d_dog"][-1500:]
+    assert "scan(dog) -> False" in out["d_dog"]
+    assert not any(d.class_id == "dog" for m in watcher.detections.get("d_dog", []) for d in m.detections)
     # what the drone feels: a battery of 18% cannot see a goal through
     assert _status(out["d_low"]).startswith("REJECTED: d_low's battery is at 18%"), out["d_low"][-800:]
     assert watcher.battery.get("d_low") and abs(watcher.battery["d_low"][-1] - 0.18) < 0.01
+    # and its link: the age of its newest state packet (10 a second) on its idle reports
+    assert watcher.link_age.get("d_low") and all(0 <= a < 1.0 for a in watcher.link_age["d_low"]), watcher.link_age
     # arms: the map arm stacks; a target outside the box and a missed grasp fail with their reasons
     assert _status(out["arm_map"]).startswith("SUCCEEDED"), out["arm_map"][-1500:] + log[-2000:]
     assert "look(tower) -> True" in out["arm_map"]

@@ -178,17 +178,21 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
     victim_url = servers.urls[victim]
     logged = [line for line in log.splitlines() if "failover of generation" in line]
     assert logged, tail
-    # each to the survivor, or parked while the survivor, just thawed from an earlier freeze, was
-    # still marked down (a loaded machine misses its polls): then resumed once it was back up
+    # those from the killed server went to the survivor, or waited for it while it was still
+    # marked down (both servers are frozen during each check for a busy one: on a loaded machine
+    # the survivor can miss its polls, and its own generations may then fail over too), then
+    # resumed once it was back up
     survivor = servers.urls[1 - victim]
-    assert all(f"from {victim_url} to {survivor}" in line or f"from {victim_url} to (no server up: waiting)" in line
-               for line in logged), logged
+    from_victim = [line for line in logged if f"from {victim_url} to " in line]
+    assert from_victim, logged
+    assert all(f"to {survivor}" in line or "to (no server up: waiting)" in line for line in from_victim), logged
     if any("(no server up: waiting)" in line for line in logged):
         assert f"server {survivor} is back up" in log, tail
     assert re.search(rf"server {re.escape(victim_url)} is down", log), tail
     assert final, "no diagnostics from the planner"
     assert int(final["failovers"]) == len(logged) >= 1, (final, logged)
-    assert int(final["server_failures"]) == 1 and int(final["servers_up"]) == 1, final
+    # one server is down for good; any other failure (the survivor missing polls) recovered
+    assert int(final["server_failures"]) - int(final["server_recoveries"]) == 1 and int(final["servers_up"]) == 1, final
     assert final[f"server {victim_url}"].startswith("down"), final
     assert "Traceback" not in log, tail
     print(f"\nup ready {t_ready - t_start:.1f} s after start; burst of {N_GOALS} goals: server {victim} killed "

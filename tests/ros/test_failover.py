@@ -60,3 +60,45 @@ def test_a_signed_journal_verifies_after_serialization_and_a_changed_one_does_no
     unsigned = PlannerJournal(node="p@h:1", term=9)
     assert journal_problem(unsigned, key) == "unsigned journal"
     assert journal_problem(unsigned, None) is None  # security.mode off: nothing to check
+
+
+def test_standbys_take_over_in_the_order_of_their_names_and_a_tie_at_one_term_leaves_one_active(ros_context):
+    import time
+
+    import rclpy
+    from timely_fleet.msg import PlannerJournal, PlannerRole
+
+    from llm_planner_node.ros import failover
+    from llm_planner_node.ros.failover import FailoverLink
+    from llm_planner_node.security.signing import Counter
+
+    claims = []
+
+    def link(name, term):
+        node = rclpy.create_node(name, context=ros_context)
+        node.term = term
+        return node, FailoverLink(node, 3.0, None, Counter(), lambda t, n: claims.append((name, t, n)))
+
+    (na, a), (nb, b) = link("standby_a", 1), link("standby_b", 1)
+    try:
+        assert a.name < b.name and a.rank() == b.rank() == 0
+        a._on_role(PlannerRole(node=b.name, role="standby", term=1))
+        b._on_role(PlannerRole(node=a.name, role="standby", term=1))
+        assert (a.rank(), b.rank()) == (0, 1)  # a first; b waits TAKEOVER_STAGGER_S more
+        b._on_role(PlannerRole(node=a.name, role="active", term=2))  # a took over: b is first in line now
+        assert b.rank() == 0
+        b._on_role(PlannerRole(node="/standby_0@gone:1", role="standby", term=1))
+        assert b.rank() == 1
+        b.standbys["/standby_0@gone:1"] = time.monotonic() - failover.STANDBY_GONE_S - 0.1  # not heard since
+        assert b.rank() == 0
+        # two planners active at term 2: the one whose name sorts later yields, the other stays
+        na.term = nb.term = 2
+        b._on_journal(PlannerJournal(node=a.name, term=2))
+        a._on_journal(PlannerJournal(node=b.name, term=2))
+        assert claims == [("standby_b", 2, a.name)]
+        a._on_journal(PlannerJournal(node=b.name, term=3))  # a higher term: a was replaced
+        assert claims[-1] == ("standby_a", 3, b.name)
+    finally:
+        for n, lk in ((na, a), (nb, b)):
+            lk.destroy()
+            n.destroy_node()

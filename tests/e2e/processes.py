@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,13 @@ class Proc:
                 self.ready.set()
 
     def wait_ready(self, timeout: float) -> None:
-        if not self.ready.wait(timeout):
+        """Until the process says it is ready; fails at once if it exits first."""
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.2) and time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.ready.wait(1.0)  # its last lines may still be on their way
+                break
+        if not self.ready.is_set():
             self.stop()
             pytest.fail(f"`{' '.join(self.proc.args[3:])}` never became ready:\n" + "\n".join(self.lines[-40:]))
 

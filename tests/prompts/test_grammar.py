@@ -290,20 +290,26 @@ def _with_vars_assigned(text: str, ss: SkillSet) -> str:
     return "".join(f"{v}={call if i == 0 else 'True'};" for i, v in enumerate(names)) + text
 
 
+@lru_cache(maxsize=None)
+def _roomy(skill_set_id: str):
+    """MiniSpec's checker and derivatives with room for the variable statements
+    :func:`_with_vars_assigned` prepends (built once per skill set)."""
+    from llm_planner_node.core.plan_limits import limits_for
+
+    ss = DEFAULT_SKILL_SETS[skill_set_id] if skill_set_id in DEFAULT_SKILL_SETS else ROVER
+    lim = limits_for("minispec")
+    roomy = lim.merged({"max_statements": lim.max_statements + lim.max_vars})
+    return GrammarChecker(plan_grammar(ss, limits=roomy)), derivatives_for(ss, limits=roomy)
+
+
 def _check_derivation(ss: SkillSet, r: random.Random) -> None:
     text = deriver(ss.id).derive(r)
     # statement length limits (max_statement_chars) stay with the segmenter: keep derivations short
     assert len(text) < 1500, len(text)
     if language_of(ss) == "minispec":
         text = _with_vars_assigned(text, ss)
-    c = checker(ss.id)
-    st = derivatives_for(ss).state()
-    if language_of(ss) == "minispec":  # room for the variable statements prepended above
-        from llm_planner_node.core.plan_limits import limits_for
-        lim = limits_for("minispec")
-        roomy = lim.merged({"max_statements": lim.max_statements + lim.max_vars})
-        c = GrammarChecker(plan_grammar(ss, limits=roomy))
-        st = derivatives_for(ss, limits=roomy).state()
+    c, derivs = _roomy(ss.id) if language_of(ss) == "minispec" else (checker(ss.id), derivatives_for(ss))
+    st = derivs.state()
     assert c.accepts(text), text
     segs = segment_all(get_segmenter(segmenter_name(ss), ss), [text])
     for s in segs:

@@ -284,7 +284,8 @@ def _with_vars_assigned(text: str, ss: SkillSet) -> str:
     """Variables used before assignment are the segmenter's check, not the grammar's: assign
     every variable the derivation mentions first (``_k=True;`` is itself a statement)."""
     code = re.sub(r"'[^']*'|\"[^\"]*\"", "", text)  # a "_7" inside a string literal is no variable
-    names = sorted(set(re.findall(r"_[1-9][0-9]?", code)))
+    # a variable is a token of its own: the "_4" in an object name such as d_4T is none
+    names = sorted(set(re.findall(r"(?<![A-Za-z0-9_])_[1-9][0-9]?(?![A-Za-z0-9_])", code)), key=lambda v: int(v[1:]))
     # the first from a call: a plan starts with a call (the grammar's first statement rule)
     call = next(f"{k.name}()" for k in ss.skills if not any(not a.optional for a in k.args))
     return "".join(f"{v}={call if i == 0 else 'True'};" for i, v in enumerate(names)) + text

@@ -486,7 +486,11 @@ class PlannerNode(LifecycleNode):
 
     def publish(self, robot_id: str, msg: Any) -> None:
         """Publish (or re-send) a segment, stop or heartbeat, signed afresh: every send has a new
-        counter and the planner's term now (a re-send after :meth:`set_term` carries the new one)."""
+        counter and the planner's term now (a re-send after :meth:`set_term` carries the new one).
+        A fenced planner sends nothing: its robots are another planner's now (one that yielded at
+        its own term would otherwise still be obeyed, and its goals' ends would stop them)."""
+        if self.fenced is not None:
+            return
         msg.term = self.term
         if self._signer is not None:
             self._signer.sign_segment(msg, robot_id)
@@ -740,6 +744,9 @@ class PlannerNode(LifecycleNode):
                 entries.append(entry_of_msg(m))
             except (ValueError, KeyError) as e:
                 self.log("error", f"goal {safe_text(m.goal_id)[:8]} of the journal cannot be adopted: {safe_text(str(e), 200)}")
+        # the new term's journal at once, with the goals being adopted: another standby follows this
+        # planner from now on instead of taking over too (its turn comes TAKEOVER_STAGGER_S later)
+        link.publish_journal(self.term, entries, {e.goal_id: e.cancel_key_sha256 for e in entries if e.cancel_key_sha256})
         stamp = self.get_clock().now().to_msg()
         for e in entries:  # the robots hear the new term first: their lease is renewed, the old planner fenced off
             if service.params.robot(e.goal.robot_id) is not None:

@@ -181,6 +181,31 @@ def test_a_destroyed_planner_leaves_no_action_server_behind_even_while_still_ref
     client.destroy()
 
 
+def test_a_fenced_planner_sends_its_robots_nothing(ros_context):
+    from timely_fleet.msg import SkillSegment
+
+    from llm_planner_node.ros.goal_client import GoalClient, spinning
+    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, heartbeat_message
+    from llm_planner_node.up import running_fleet
+
+    client = GoalClient(ros_context, namespace="fenced")
+    got = []
+    client.node.create_subscription(SkillSegment, SEGMENTS_TOPIC, got.append, SHARED_SEGMENT_QOS)
+    with running_fleet(fleet(("d1",)), time_scale=0.05, namespace="fenced", adapters=False) as f, \
+            spinning(client.node, ros_context):
+        planner = f.planner
+
+        def beat(goal_id):
+            planner.publish("d1", heartbeat_message(goal_id, "d1", planner.get_clock().now().to_msg(), planner.term))
+
+        assert wait_until(lambda: (beat("a" * 32), any(m.goal_id == "a" * 32 for m in got))[1], 10)
+        planner._fence("another planner took over")  # noqa: SLF001 - as the failover tick does
+        beat("b" * 32)
+        time.sleep(0.5)
+        assert not any(m.goal_id == "b" * 32 for m in got)  # its robots are the other planner's now
+    client.destroy()
+
+
 def test_lifecycle_inactive_refuses_goals_deactivate_ends_goals_in_flight(ros_context):
     from lifecycle_msgs.msg import Transition
     from lifecycle_msgs.srv import ChangeState, GetState

@@ -630,8 +630,10 @@ class AdapterCore:
             self._order.popleft()
             del self._goals[gid]
 
-    def _validate(self, seg: SegmentIn) -> tuple[list[SkillCall], Any]:
-        """All checks before any command: returns (calls, parsed MiniSpec program or None)."""
+    def validate(self, seg: SegmentIn) -> tuple[list[SkillCall], Any]:
+        """Every check the robot runs on a segment before any command (skill set, safe ranges, MiniSpec
+        parse), executing nothing: returns (calls, parsed MiniSpec program or None); raises on the
+        first check that fails. The benches check plans with it as a robot would."""
         program = None
         if self.use_minispec and seg.text.strip():
             from robot_adapters.minispec_interpreter import MiniSpecInterpreter
@@ -660,7 +662,7 @@ class AdapterCore:
     # ------------------------------------------------------------------ execution (loop thread)
     def _begin(self, seg: SegmentIn, g: _Goal) -> None:
         try:
-            calls, program = self._validate(seg)
+            calls, program = self.validate(seg)
         except (SkillError, ValueError) as e:  # PlanError subclasses ValueError
             self._emit(seg.goal_id, seg.sequence, STATE_FAILED, error=f"refused: {e}")
             self._abort_rest(g, seg.sequence, "refused")

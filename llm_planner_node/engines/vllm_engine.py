@@ -241,6 +241,12 @@ class VllmEngine(StreamEngineCalls):
         asyncio.run_coroutine_threadsafe(all_of(), self._loop).result(timeout=timeout_s)
 
     # -- reporting ------------------------------------------------------------------------------
+    @property
+    def async_llm(self) -> Any:
+        """vLLM's ``AsyncLLM`` under this engine (None before it loads): ``bench live`` runs its
+        unsegmented baseline on the very same engine, so both sides share weights and KV cache."""
+        return self._engine
+
     def cache_hits(self) -> list[tuple[int, int]]:
         """(num_cached_tokens, context tokens) of every resume so far."""
         return list(self._cached_tokens)

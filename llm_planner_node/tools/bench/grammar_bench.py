@@ -8,7 +8,7 @@ planned twice, segmented as the node does it (suspend at every segment, resume a
 * ``invalid_plans``: generations the segmenter ended with INVALID_PLAN (target 0 with the grammar);
 * ``exact``: plans equal to the expected plan, over the instructions that have one;
 * ``adapter_rejected``: segments the robot adapter's own validation
-  (``robot_adapters.adapter_base.AdapterCore._validate``, the check every adapter runs before a
+  (``robot_adapters.adapter_base.AdapterCore.validate``, the check every adapter runs before a
   command) refuses, over all segments the generations produced;
 * ``matcher``: what each kind's grammar costs vLLM's engine core per decoded token (xgrammar's
   mask fill + accept over the canonical plans, :mod:`.grammar_matcher`; ``--matcher-only``
@@ -106,7 +106,7 @@ def adapter_rejections(outcomes: list[Outcome]) -> tuple[int, int, list[str]]:
         for k, seg in enumerate(o.segments):
             checked += 1
             try:
-                core._validate(SegmentIn(goal_id="bench", sequence=k, text=seg.text,
+                core.validate(SegmentIn(goal_id="bench", sequence=k, text=seg.text,
                                          skills=[(c.name, [str(a) for a in c.args]) for c in seg.calls]))
             except Exception as e:  # SkillError, PlanError: the adapter would refuse the segment
                 refused += 1

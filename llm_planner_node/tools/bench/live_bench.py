@@ -283,7 +283,7 @@ def raw_burst(engine: Any, prompts: list[list[int]], *, max_tokens: int = MAX_TO
                               structured_outputs=StructuredOutputsParams(grammar=grammars[i]) if grammars[i] else None)
 
     async def one(i: int, ids: list[int]) -> None:
-        async for out in engine._engine.generate(TokensPrompt(prompt_token_ids=ids), params(i), f"raw{tag}-{i}"):
+        async for out in engine.async_llm.generate(TokensPrompt(prompt_token_ids=ids), params(i), f"raw{tag}-{i}"):
             now = time.monotonic()
             if first[i] is None:
                 first[i] = now

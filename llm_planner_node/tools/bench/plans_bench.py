@@ -18,7 +18,7 @@ the grammar to the longest plan the grammar admits as far as ``engine.max_model_
 room after the prompt: :func:`node_max_tokens`). A registry model runs with its engine defaults
 (``models.engine_for_model``, as ``timely-fleet up --model`` does). The segments the segmenter cut are
 what the node would dispatch; they are then run on simulated robots in-process: the adapter's
-own validation (``AdapterCore._validate``), the MiniSpec interpreter for drones (variables, ifs,
+own validation (``AdapterCore.validate``), the MiniSpec interpreter for drones (variables, ifs,
 loops; at most :data:`MAX_EXECUTED_CALLS` calls) and the ``sim`` adapter's executor
 (``robot_adapters.sim.sim_fleet.SampledExecutor``, durations zero).
 
@@ -248,7 +248,7 @@ def execute_dispatched(segments: Sequence[Any], kind: str, *, max_calls: int = M
     ran = 0
     for k, seg in enumerate(segments):
         try:
-            calls, program = core._validate(SegmentIn(goal_id="bench", sequence=k, text=seg.text,
+            calls, program = core.validate(SegmentIn(goal_id="bench", sequence=k, text=seg.text,
                                                       skills=[(c.name, [str(a) for a in c.args]) for c in seg.calls]))
             gen = interp.steps(program) if program is not None else iter(calls)
             value: Any = None

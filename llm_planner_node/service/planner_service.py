@@ -241,7 +241,7 @@ class PlannerService:
             self.vitals.update(st.robot_id, st.measured)
         return ok
 
-    def on_vitals(self, robot_id: str, measured: tuple[float, ...], scene: list[str] | None = None) -> None:
+    def on_vitals(self, robot_id: str, measured: tuple[float, float, float, float], scene: list[str] | None = None) -> None:
         """An idle robot's report of what it measures (battery, temperature, height, link age) and sees."""
         if self._current_params().robot(robot_id) is not None:
             self.vitals.update(robot_id, measured, scene)

@@ -34,16 +34,15 @@ class RobotVitals:
         self._last: dict[str, Vitals] = {}
         self._seen: dict[str, Seen] = {}
 
-    def update(self, robot_id: str, measured: tuple[float, ...], scene: list[str] | None = None) -> None:
-        """``measured``: battery %, temperature, height and link age (-1: not measured; a report
-        of an older adapter without the link age counts it as not measured)."""
+    def update(self, robot_id: str, measured: tuple[float, float, float, float],
+               scene: list[str] | None = None) -> None:
+        """``measured``: battery %, temperature, height and link age (-1: not measured)."""
         now = self._clock()
         with self._lock:
             if scene is not None:
                 self._seen[robot_id] = Seen(tuple(scene), now)
             if any(v >= 0 for v in measured):  # else the robot measures nothing
-                bat, temp, height, link = (*(float(v) for v in measured), -1.0, -1.0, -1.0, -1.0)[:4]
-                self._last[robot_id] = Vitals(bat, temp, height, link, now)
+                self._last[robot_id] = Vitals(*(float(v) for v in measured), now)
 
     def scene(self, robot_id: str, max_age_s: float) -> tuple[str, ...] | None:
         """What the robot last reported seeing, if in the last ``max_age_s`` (None: nothing recent)."""

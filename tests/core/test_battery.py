@@ -20,9 +20,9 @@ def test_refuses_when_the_goal_would_end_below_the_reserve():
 def test_vitals_keep_only_fresh_measurements():
     now = {"t": 10.0}
     v = RobotVitals(clock=lambda: now["t"])
-    v.update("tello_1", (-1.0, -1.0, -1.0))  # measures nothing: not kept
+    v.update("tello_1", (-1.0, -1.0, -1.0, -1.0))  # measures nothing: not kept
     assert v.get("tello_1") is None
-    v.update("tello_1", (42.0, 55.0, 80.0))
+    v.update("tello_1", (42.0, 55.0, 80.0, 0.1))
     assert v.battery("tello_1", 15.0) == 42.0
     now["t"] = 26.0
     assert v.battery("tello_1", 15.0) is None  # 16 s old: no longer a measurement

@@ -50,12 +50,12 @@ def test_a_thing_the_robot_cannot_perceive_is_refused_naming_it():
 def test_a_battery_that_cannot_see_the_goal_through_is_refused():
     svc = _service()
     try:
-        svc.on_vitals("tello_cam", (18.0, 61.0, 0.0))
+        svc.on_vitals("tello_cam", (18.0, 61.0, 0.0, 0.1))
         why = svc.intake.validate(GoalIn("tello_cam", "look for the cat"))
         assert why.reason is RejectReason.BATTERY and why.startswith("tello_cam's battery is at 18%")
-        svc.on_vitals("tello_cam", (80.0, 61.0, 0.0))  # a fresh battery
+        svc.on_vitals("tello_cam", (80.0, 61.0, 0.0, 0.1))  # a fresh battery
         assert svc.intake.validate(GoalIn("tello_cam", "look for the cat")) is None
-        svc.on_vitals("arm", (5.0, -1.0, -1.0))  # arms do not fly: not checked
+        svc.on_vitals("arm", (5.0, -1.0, -1.0, -1.0))  # arms do not fly: not checked
         assert svc.intake.validate(GoalIn("arm", "put the apple in the basket")) is None
     finally:
         svc.close()
@@ -93,7 +93,7 @@ def test_the_scene_a_robot_reported_goes_into_its_goal_prompt():
     svc.accepting = True
     svc.start()
     try:
-        svc.on_vitals("tello_cam", (80.0, 60.0, 0.0), scene=["cat x:0.28 y:0.52 width:0.10 height:0.12"])
+        svc.on_vitals("tello_cam", (80.0, 60.0, 0.0, 0.1), scene=["cat x:0.28 y:0.52 width:0.10 height:0.12"])
         assert svc.submit("a" * 32, GoalIn("tello_cam", "look for the cat"), lambda _: None) is None
         assert svc.submit("b" * 32, GoalIn("d_sim", "look for the cat"), lambda _: None) is None
         # (the engine's warm-up builds prompts first) d_sim reported no scene

@@ -15,18 +15,11 @@ from robot_adapters.adapter_base import (STATE_CANCELLED, STATE_DONE, STATE_EXEC
                                          STATE_IDLE, AdapterCore, SegmentIn)
 from robot_adapters.executor import SimulatedExecutor
 
+from adapter_testkit import wait_until
+
 # TypeFly scan: up to 11 turns of 30 degrees, each followed by a detection pass (profile table)
 SCAN_MAX_S = TELLO_DETECT_S + 11 * (TELLO_TURN_BASE_S + SCAN_STEP_DEG / TELLO_YAW_DEG_S + TELLO_DETECT_S)
 SCAN_MIN_S = TELLO_DETECT_S
-
-
-def _wait(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
 
 
 def test_worst_case_of_scan_is_the_profiled_maximum_not_the_minimum():
@@ -66,7 +59,7 @@ def test_a_scan_that_needs_every_turn_finishes_within_its_budget():
     core = AdapterCore("d", ex, events.append, time_scale=0.05, skill_timeout_margin_s=0.0).start()
     try:
         core.submit(SegmentIn("g", 0, skills=[("s", ["cat"])], final=True))
-        assert _wait(lambda: any(e.state in (STATE_DONE, STATE_FAILED) for e in events), 10)
+        assert wait_until(lambda: any(e.state in (STATE_DONE, STATE_FAILED) for e in events), 10)
         assert [e.state for e in events if e.state in (STATE_DONE, STATE_FAILED)] == [STATE_DONE], \
             [e.error for e in events]
     finally:
@@ -90,11 +83,11 @@ def test_stop_interrupts_drops_queued_segments_halts_once_and_reports_idle():
     try:
         for k in range(3):
             core.submit(SegmentIn("g", k, skills=[("mf", ["50"])]))
-        assert _wait(lambda: any(e.state == STATE_EXECUTING for e in events))
+        assert wait_until(lambda: any(e.state == STATE_EXECUTING for e in events))
         core.submit(SegmentIn("g", 3, cancel=True))
-        assert _wait(lambda: any(e.state == STATE_IDLE for e in events))
+        assert wait_until(lambda: any(e.state == STATE_IDLE for e in events))
         core.submit(SegmentIn("g", 3, cancel=True))  # the planner re-sends until it sees IDLE
-        assert _wait(lambda: sum(e.state == STATE_IDLE for e in events) == 2)
+        assert wait_until(lambda: sum(e.state == STATE_IDLE for e in events) == 2)
         time.sleep(0.8)
         assert ex.halts == 1
         idle = [e for e in events if e.state == STATE_IDLE]
@@ -104,7 +97,7 @@ def test_stop_interrupts_drops_queued_segments_halts_once_and_reports_idle():
         assert [c.name for c in ex.executed] == []  # the first move was interrupted
         # the robot takes the next goal
         core.submit(SegmentIn("g2", 0, skills=[("mf", ["50"])], final=True))
-        assert _wait(lambda: any(e.goal_id == "g2" and e.state == STATE_DONE for e in events))
+        assert wait_until(lambda: any(e.goal_id == "g2" and e.state == STATE_DONE for e in events))
     finally:
         core.shutdown()
 
@@ -117,12 +110,12 @@ def test_a_drone_segment_whose_text_differs_from_its_declared_skills_is_refused(
     core = AdapterCore("d", ex, events.append).start()
     try:
         core.submit(SegmentIn("g", 0, text="mf(300);", skills=[("tc", ["30"])], final=True))
-        assert _wait(lambda: any(e.state == STATE_FAILED for e in events))
+        assert wait_until(lambda: any(e.state == STATE_FAILED for e in events))
         failed = next(e for e in events if e.state == STATE_FAILED)
         assert failed.error == "refused: segment text calls ['move_forward'] but declares ['turn_cw']"
         assert ex.executed == []
         core.submit(SegmentIn("g2", 0, text="tc(30);", skills=[("tc", ["30"])], final=True))  # consistent
-        assert _wait(lambda: any(e.goal_id == "g2" and e.state == STATE_DONE for e in events))
+        assert wait_until(lambda: any(e.goal_id == "g2" and e.state == STATE_DONE for e in events))
         assert [c.name for c in ex.executed] == ["turn_cw"]
     finally:
         core.shutdown()

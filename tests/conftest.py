@@ -52,6 +52,32 @@ def ros_context():
         gc.collect()
 
 
+@pytest.fixture
+def own_ros_domain(monkeypatch):
+    """An rclpy context on a ROS domain of this test alone (101-149; the run's own is 1-100),
+    which every process the test starts inherits. For tests that kill a planner and watch what
+    follows: a planner another test left on the run's domain would answer in its place."""
+    if not ROS_AVAILABLE:
+        pytest.fail("ROS 2 environment missing: run the tests with `make test` or `scripts/run python -m pytest`")
+    import rclpy
+    from rclpy.context import Context
+
+    global _OWN_DOMAINS
+    _OWN_DOMAINS += 1
+    domain = 101 + (os.getpid() + _OWN_DOMAINS) % 49
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=domain)
+    try:
+        yield ctx
+    finally:
+        rclpy.try_shutdown(context=ctx)
+        gc.collect()
+
+
+_OWN_DOMAINS = 0
+
+
 @contextmanager
 def fleet_with_client(params: Any, ros_context: Any, **fleet_kwargs: Any) -> Iterator[Any]:
     """``up.running_fleet(params, ...)`` with a connected ``GoalClient`` as ``fleet.client``."""

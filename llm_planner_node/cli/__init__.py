@@ -18,8 +18,10 @@ SIGPIPE). Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -125,6 +127,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command; user mistakes and a closed output pipe end it without a traceback."""
+    if argv is None:  # the program itself: `kill -USR1 PID` prints every thread's stack and goes on
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(argv)
     try:

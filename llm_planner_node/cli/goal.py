@@ -57,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta", type=float, help="override the TUF's maximum utility")
     parser.add_argument("--task-type", default="", help="label for reports")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
+    parser.add_argument("--wait", type=float, default=10.0,
+                        help="how long to wait for a planner to answer before giving up (s; longer on a loaded host)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[float, float, float]) -> int:
     import sys
 
-    if not client.wait_for_server(min(10.0, args.timeout)):
+    if not client.wait_for_server(min(args.wait, args.timeout)):
         print(f"timely-fleet goal: no planner answers on the 'plan_task' action ({client.wait_problem}); start "
               "one with `timely-fleet up`", file=sys.stderr)
         return 1

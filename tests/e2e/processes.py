@@ -71,3 +71,10 @@ def stop_all(procs: list[subprocess.Popen], timeout: float = 20.0) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+def traceback_in(log: str) -> str:
+    """The first traceback in a process's output with the lines around it ('' if none), so a
+    failed "no traceback" assertion shows what raised."""
+    at = log.find("Traceback")
+    return "" if at < 0 else log[max(0, at - 1500):at + 3000]

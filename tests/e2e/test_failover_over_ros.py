@@ -41,7 +41,7 @@ def fleet_yaml(path) -> str:
     return str(path)
 
 
-def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is_killed(tmp_path, ros_context):
+def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is_killed(tmp_path, own_ros_domain):
     import rclpy
     from rclpy.action import ActionClient
     from rclpy.executors import SingleThreadedExecutor
@@ -61,11 +61,11 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
         for proc in (adapters, active, *standbys):
             proc.wait_ready(90)
         # an outside client: plain rclpy, the generated interfaces, results also read from planner/results
-        node = rclpy.create_node(f"plain_client_{uuid.uuid4().hex[:6]}", context=ros_context)
+        node = rclpy.create_node(f"plain_client_{uuid.uuid4().hex[:6]}", context=own_ros_domain)
         results: dict[str, GoalResult] = {}
         node.create_subscription(GoalResult, RESULTS_TOPIC, lambda m: results.setdefault(m.goal_id, m), STATUS_QOS)
         client = ActionClient(node, PlanTask, ACTION_NAME, **action_qos_kwargs("client"))
-        executor = SingleThreadedExecutor(context=ros_context)
+        executor = SingleThreadedExecutor(context=own_ros_domain)
         executor.add_node(node)
         spin = threading.Thread(target=executor.spin, daemon=True)
         spin.start()

@@ -15,6 +15,7 @@ import time
 
 import pytest
 import yaml
+from processes import traceback_in
 from test_first_user import ROOT, TF, Up
 
 pytestmark = pytest.mark.ros
@@ -77,7 +78,7 @@ def up(tmp_path_factory):
     u.tmp = tmp
     yield u
     log = u.stop()
-    assert "Traceback" not in log, log[-3000:]
+    assert not traceback_in(log), traceback_in(log)
 
 
 def test_stop_ends_a_busy_robots_goal_and_says_so_in_one_line_per_robot(up):

@@ -214,14 +214,16 @@ def test_up_remote_engine_without_a_server_or_with_one_that_does_not_answer(tmp_
     assert time.monotonic() - t0 < 30  # refused at once, before ROS or the engine start
 
 
-def test_goal_with_no_planner_says_which_part_of_the_wait_failed(tmp_path):
+@pytest.mark.parametrize("bound", ["--timeout", "--wait"])
+def test_goal_with_no_planner_says_which_part_of_the_wait_failed(tmp_path, bound):
     """`timely-fleet goal` with no `timely-fleet up` running: one sentence naming what was missing
-    (no action server seen, or one seen that never answered), within --timeout (at most 10 s)."""
+    (no action server seen, or one seen that never answered), within --wait (10 s by default) or
+    --timeout, whichever is shorter."""
     import random
 
     # a domain of its own (the suite's processes use 1-100): no planner of another test is seen
     env = {**os.environ, "ROS_DOMAIN_ID": str(random.randint(150, 230))}
-    proc = subprocess.run([str(EXE), "goal", "tello_1", "look for the cat", "--timeout", "1.5"], cwd=tmp_path,
+    proc = subprocess.run([str(EXE), "goal", "tello_1", "look for the cat", bound, "1.5"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, env=env)
     one_sentence(proc, "timely-fleet goal: no planner answers on the 'plan_task' action (no action server "
                        "'plan_task' seen within 1.5 s); start one with `timely-fleet up`", status=1)

@@ -948,6 +948,8 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
         self.cores: dict[str, AdapterCore] = {}
         self.topics: dict[str, Any] = {}
         self._status_publishers: dict[str, Callable[[StatusEvent], None]] = {}  # status_publisher, by robot
+        self._status_locks: list[threading.Lock] = []
+        self._closing = threading.Event()  # set by destroy_node: nothing is published from then on
         self._subs: list[Any] = []
         if self.segment_topics in ("shared", "both"):
             self._subs.append(draining_subscription(self, SkillSegment, SEGMENTS_TOPIC, self._on_shared_segment,
@@ -997,16 +999,32 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
             pub = self.create_publisher(self._status_type, self._status_topic(robot_id), self._link.status_qos())
         signer = self.signer
         order = threading.Lock()  # sign and publish in one step: counters reach the planner in order
+        closing = self._closing
 
         def publish(ev: StatusEvent) -> None:
             msg = self._link.status_to_msg(ev, self._status_type)
             with order:
+                if closing.is_set():  # the node is being destroyed: a late status goes nowhere
+                    return
                 if signer is not None:
                     signer.sign_status(msg, robot_id)
                 pub.publish(msg)
 
+        self._status_locks.append(order)
         self._status_publishers[robot_id] = publish
         return publish
+
+    def destroy_node(self) -> None:
+        """Stop publishing first, then destroy: a robot's worker or its camera's detector (their
+        own threads) may still report while the node goes, and must not find a destroyed
+        publisher."""
+        self._closing.set()
+        for lock in self._status_locks:  # a status being published now goes out first
+            with lock:
+                pass
+        for topics in self.topics.values():
+            topics.close()
+        super().destroy_node()
 
     def add_robot(self, core: AdapterCore) -> AdapterCore:
         """Host ``core`` (built with ``publish=self.status_publisher(core.robot_id)``): its

@@ -113,6 +113,9 @@ class RobotTopics:
         self.topic_detector: TopicDetector | None = None
         self._stamps: OrderedDict[tuple[int, float], Any] = OrderedDict()  # frame -> its image's header stamp
         self._lock = threading.Lock()
+        self._publishing = threading.Lock()  # held while publishing; close() waits for it
+        self._closed = False
+        self.camera = None
         camera = getattr(getattr(self.executor, "perception", None), "camera", None)
         if camera is not None:
             from sensor_msgs.msg import Image
@@ -157,8 +160,22 @@ class RobotTopics:
         if self.topic_detector is not None:  # before it goes out: the answer may come at once
             h, w = int(frame.image.shape[0]), int(frame.image.shape[1])
             self.topic_detector.sent((stamp.sec, stamp.nanosec), (w, h))
-        self.image_pub.publish(image_msg(self.node, frame, self.frame_id, stamp))  # type: ignore[union-attr]
+        self._publish(self.image_pub, image_msg(self.node, frame, self.frame_id, stamp))
         return stamp
+
+    def _publish(self, pub: Any, msg: Any) -> None:
+        """Publish ``msg`` unless :meth:`close` was called (the node is going away)."""
+        with self._publishing:
+            if not self._closed:
+                pub.publish(msg)
+
+    def close(self) -> None:
+        """Publish nothing more: called before the node's publishers are destroyed, while a
+        perception may still run on a skill's thread (its answer still reaches the skill)."""
+        with self._publishing:  # a publish under way ends first
+            self._closed = True
+        if self.camera is not None and self._on_detections in self.camera.listeners:
+            self.camera.listeners.remove(self._on_detections)
 
     def _request(self, frame: Frame) -> tuple[int, int]:
         """The topic detector's ``publish``: the frame's image sent (once), its stamp as (sec, nanosec)."""
@@ -174,11 +191,15 @@ class RobotTopics:
             log.warning("%s: detections on %s not usable", self.robot_id, det.topic, exc_info=True)  # type: ignore[union-attr]
 
     def _on_detections(self, frame: Frame, found: Sequence[Detection]) -> None:
+        if self._closed:
+            return
         stamp = self._publish_image(frame)
-        self.det_pub.publish(detections_msg(self.node, self.robot_id, self.camera.detector.name,  # type: ignore[union-attr]
-                                            frame, found, self.frame_id, stamp))
+        self._publish(self.det_pub, detections_msg(self.node, self.robot_id, self.camera.detector.name,  # type: ignore[union-attr]
+                                                   frame, found, self.frame_id, stamp))
 
     def _throttled_image(self) -> None:
+        if self._closed:
+            return
         frame = self.camera.frames()
         if frame is not None and time.monotonic() - frame.stamp <= self.camera.max_age_s:
             self._publish_image(frame)
@@ -197,7 +218,7 @@ class RobotTopics:
                            power_supply_technology=BatteryState.POWER_SUPPLY_TECHNOLOGY_LIPO)
         msg.header.stamp = self.node.get_clock().now().to_msg()
         msg.header.frame_id = self.robot_id
-        self.battery_pub.publish(msg)  # type: ignore[union-attr]
+        self._publish(self.battery_pub, msg)
 
     def _on_source(self, msg: Any) -> None:
         try:

@@ -110,3 +110,47 @@ def test_a_drone_perceives_through_the_teams_detector_node(ros_context):
         adapter.shutdown_robots()
         spin.shutdown()
         adapter.destroy_node()
+
+
+class _OneCat:
+    """A detector that sees one cat in every frame."""
+
+    name = "one cat"
+    classes = ("cat",)
+
+    def detect(self, image):
+        from robot_adapters.perception.types import Detection
+
+        return [Detection("cat", 0.9, (0.5, 0.5, 0.2, 0.2))]
+
+
+def test_a_perception_after_the_node_is_destroyed_publishes_nothing_and_fails_nothing(ros_context, caplog):
+    """`timely-fleet up` stops its robots, then destroys the adapter node; a drone's perception
+    still running on a skill's thread (or a last status) must find the node closed, not a
+    destroyed publisher (before: "perception listener failed ... InvalidHandle" in the log)."""
+    from test_minispec_interpreter import FakeTello
+
+    from llm_planner_node.core.outcomes import RobotState
+    from robot_adapters.adapter_base import AdapterCore, AdapterNode, StatusEvent
+    from robot_adapters.drone_executor import TelloExecutor
+    from robot_adapters.perception.camera import CameraPerception
+    from robot_adapters.perception.drone import CameraDronePerception
+    from robot_adapters.perception.types import Frame
+
+    frame = Frame(np.full((48, 64, 3), 90, np.uint8), time.monotonic(), 1)
+    cam = CameraPerception("tello_1", lambda: Frame(frame.image, time.monotonic(), frame.seq + 1), _OneCat(),
+                           settle_s=0.0)
+    ex = TelloExecutor("10.0.0.1", client_factory=FakeTello, name="tello_1", perception=CameraDronePerception(cam))
+    ex.connect()
+    adapter = AdapterNode("closing_adapter", context=ros_context)
+    publish = adapter.status_publisher("tello_1")
+    adapter.add_robot(AdapterCore("tello_1", ex, publish))
+    assert len(cam.listeners) == 1  # the topics publish what the perception sees
+    adapter.shutdown_robots()
+    adapter.destroy_node()
+    with caplog.at_level("ERROR"):
+        _frame, found = cam.detect()  # a skill's perception after the node went
+        publish(StatusEvent("tello_1", "", 0, RobotState.IDLE))
+    assert [d.label for d in found] == ["cat"]  # the skill still gets its answer
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    assert cam.listeners == []  # the closed topics let go of the camera

@@ -90,6 +90,10 @@ def test_readme_first_goals_succeed_on_plain_up_in_real_time():
         assert any(s in ("turn_cw(180)", "turn_ccw(180)") for s in skills), flight[-1500:]
         # tello_1 looked for the cat on its camera's frames, and found it
         assert "scan(cat) -> True" in out[("tello_1", "look for the cat")], out[("tello_1", "look for the cat")][-1500:]
+        # there is no umbrella in its room: the goal says so, it does not report a find
+        umbrella = out[("tello_1", "look for the umbrella")]
+        assert "returned False" in umbrella and re.search(r"\(umbrella\) -> False", umbrella), umbrella[-1500:]
+        assert not re.search(r"\(umbrella\) -> True", umbrella), umbrella[-1500:]
         # a plan that asks for a new one: the goal goes on with a second plan, both shown
         replan = out[("tello_1", "turn right 90 degrees, then plan again to go to the person")]
         assert "the plan asked to re-plan: plan 2" in replan and "over 2 plans" in replan, replan[-1500:]

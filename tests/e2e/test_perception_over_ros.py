@@ -4,7 +4,8 @@ detector; fake IndyDCP3 arms through the neuromeka client), `timely-fleet goal` 
 an independent rclpy client on the robots' own topics.
 
 - two streaming drones at once: "look for the cat" finds the cat on real frames and ends facing
-  it; "look for the dog" where there is none (the simulated engine plans no umbrella) ends SUCCEEDED saying the plan returned False;
+  it; "look for the dog" where there is none ends SUCCEEDED saying the plan returned False (the
+  simulated engine plans no umbrella: the README test looks for one with the real model);
 - a drone whose battery cannot see a goal through is refused, with its reason;
 - a workspace-map arm stacks the blocks; a map target outside the workspace box is refused
   before the arm moves to it; a map that is wrong about where a block is makes the grasp miss;

@@ -54,9 +54,10 @@ def ros_context():
 
 @pytest.fixture
 def own_ros_domain(monkeypatch):
-    """An rclpy context on a ROS domain of this test alone (101-149; the run's own is 1-100),
-    which every process the test starts inherits. For tests that kill a planner and watch what
-    follows: a planner another test left on the run's domain would answer in its place."""
+    """An rclpy context on a ROS domain of this test alone (another of 1-101, the domains whose
+    DDS ports stay below Linux's ephemeral range), which every process the test starts inherits.
+    For tests that kill a planner and watch what follows: a planner another test left on the
+    run's domain would answer in its place."""
     if not ROS_AVAILABLE:
         pytest.fail("ROS 2 environment missing: run the tests with `make test` or `scripts/run python -m pytest`")
     import rclpy
@@ -64,7 +65,8 @@ def own_ros_domain(monkeypatch):
 
     global _OWN_DOMAINS
     _OWN_DOMAINS += 1
-    domain = 101 + (os.getpid() + _OWN_DOMAINS) % 49
+    run_domain = int(os.environ["ROS_DOMAIN_ID"])
+    domain = random.Random(os.getpid() * 1000 + _OWN_DOMAINS).choice([d for d in range(1, 102) if d != run_domain])
     monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
     ctx = Context()
     rclpy.init(context=ctx, domain_id=domain)

@@ -8,6 +8,7 @@ each other's topics; DDS discovery stays on loopback (scripts/env.sh).
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import random
 from contextlib import contextmanager
@@ -30,9 +31,8 @@ def _ros_available() -> bool:
 ROS_AVAILABLE = _ros_available()
 
 
-@pytest.fixture
-def ros_context():
-    """A fresh rclpy context for one test, shut down afterwards (nodes must use context=...)."""
+def _rclpy_context(domain_id: int | None = None) -> Iterator[Any]:
+    """A fresh rclpy context (on ``domain_id``, default ROS_DOMAIN_ID), shut down afterwards."""
     if not ROS_AVAILABLE:
         pytest.fail(
             "ROS 2 environment missing: run the tests with `make test` or `scripts/run python -m pytest`"
@@ -41,7 +41,7 @@ def ros_context():
     from rclpy.context import Context
 
     ctx = Context()
-    rclpy.init(context=ctx)
+    rclpy.init(context=ctx, domain_id=domain_id)
     try:
         yield ctx
     finally:
@@ -53,31 +53,24 @@ def ros_context():
 
 
 @pytest.fixture
+def ros_context():
+    """A fresh rclpy context for one test, shut down afterwards (nodes must use context=...)."""
+    yield from _rclpy_context()
+
+
+_OWN_DOMAINS = itertools.count(1)
+
+
+@pytest.fixture
 def own_ros_domain(monkeypatch):
     """An rclpy context on a ROS domain of this test alone (another of 1-101, the domains whose
     DDS ports stay below Linux's ephemeral range), which every process the test starts inherits.
     For tests that kill a planner and watch what follows: a planner another test left on the
     run's domain would answer in its place."""
-    if not ROS_AVAILABLE:
-        pytest.fail("ROS 2 environment missing: run the tests with `make test` or `scripts/run python -m pytest`")
-    import rclpy
-    from rclpy.context import Context
-
-    global _OWN_DOMAINS
-    _OWN_DOMAINS += 1
     run_domain = int(os.environ["ROS_DOMAIN_ID"])
-    domain = random.Random(os.getpid() * 1000 + _OWN_DOMAINS).choice([d for d in range(1, 102) if d != run_domain])
+    domain = random.Random(os.getpid() * 1000 + next(_OWN_DOMAINS)).choice([d for d in range(1, 102) if d != run_domain])
     monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=domain)
-    try:
-        yield ctx
-    finally:
-        rclpy.try_shutdown(context=ctx)
-        gc.collect()
-
-
-_OWN_DOMAINS = 0
+    yield from _rclpy_context(domain)
 
 
 @contextmanager

@@ -1,50 +1,76 @@
 """Active and standby planners over ROS: the journal of the goals in flight and the planner's role.
 
 The active planner publishes its journal (``timely_fleet/PlannerJournal`` on ``planner/journal``:
-reliable, transient-local, keep last 1, so a standby that starts late gets the latest at once)
-at least every :data:`JOURNAL_PERIOD_S` and within :data:`JOURNAL_MIN_S` of a change (goals the
-action server accepted that have not reached the core yet included, as new goals), signed with the key derived from every robot key
-(:func:`~llm_planner_node.security.signing.journal_key`). A standby keeps the latest verified
-journal of the highest term; when it has heard none for ``takeover_s`` (default ``lease_s / 2``)
-it takes over (:meth:`PlannerNode.take_over`). Every planner publishes its role and term
-(``timely_fleet/PlannerRole`` on ``planner/active``) whenever they change, and a standby every
-:data:`ROLE_PERIOD_S` besides: clients re-attach to a new active planner, and standbys see each
-other. Any number of standbys may follow one active planner: they take over in the order of
-their names (:meth:`FailoverLink.rank`), each waiting :data:`TAKEOVER_STAGGER_S` more for every
-live standby before it, and the others follow the new active planner. A planner that reads a
-trusted journal of a higher term than its own has been replaced (it was paused or cut off): it
-stops serving (fenced); so does an active planner that reads one of its own term from a planner
-whose name sorts first (two standbys that took over at once: one yields).
+reliable, volatile, keep last :data:`JOURNAL_DEPTH`) as deltas: within :data:`JOURNAL_MIN_S` of a
+change (a goal started, a segment sent, a robot's status applied, a goal ended: only those goals),
+and an empty one at least every :data:`JOURNAL_PERIOD_S` (its heartbeat), so what it costs grows
+with the rate of changes, not with the fleet. A snapshot (every goal in flight) goes to a standby
+that asks for one (``timely_fleet/JournalAck`` on ``planner/journal_ack``: it started late, or a gap
+in the journals' sequence numbers shows it missed one) and, while a standby follows, every
+:data:`SNAPSHOT_PERIOD_S`. With no standby following (none announced on ``planner/active`` for
+:data:`STANDBY_GONE_S`) only the heartbeat goes out: a standby that appears asks for a snapshot.
+The scheduler thread only takes the changed entries (:func:`~llm_planner_node.service.takeover.take`);
+a writer thread of its own (:class:`JournalWriter`) turns them into messages, signs each journal
+once (HMAC with the key derived from every robot key,
+:func:`~llm_planner_node.security.signing.journal_key`) and publishes it. A standby acknowledges the
+journals it applied (the last sequence number, every :data:`ACK_PERIOD_S`), so an entry can be
+known to be held by a standby.
 
-This module holds the ROS side of that protocol (messages, QoS, signing); what a journal entry
-holds and how a goal is adopted is in :mod:`llm_planner_node.service.takeover` (ROS-free).
+A standby keeps what it heard in a :class:`~llm_planner_node.service.takeover.JournalReplica`;
+when it has heard no journal for ``takeover_s`` (default ``lease_s / 2``) it takes over
+(:meth:`PlannerNode.take_over`) with the goals the replica holds. Every planner publishes its role
+and term (``timely_fleet/PlannerRole`` on ``planner/active``) whenever they change, and a standby
+every :data:`ROLE_PERIOD_S` besides: clients re-attach to a new active planner, standbys see each
+other and the active planner sees who follows it. Any number of standbys may follow one active
+planner: they take over in the order of their names (:meth:`FailoverLink.rank`), each waiting
+:data:`TAKEOVER_STAGGER_S` more for every live standby before it, and the others follow the new
+active planner (its first journal is a snapshot). A planner that reads a trusted journal of a
+higher term than its own has been replaced (it was paused or cut off): it stops serving (fenced);
+so does an active planner that reads one of its own term from a planner whose name sorts first
+(two standbys that took over at once: one yields).
+
+This module holds the ROS side of that protocol (messages, QoS, signing, the writer thread); what
+a journal entry holds, how a replica follows and how a goal is adopted is in
+:mod:`llm_planner_node.service.takeover` (ROS-free).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from rclpy.qos import LivelinessPolicy, QoSProfile
-from timely_fleet.msg import JournalGoal, PlannerJournal, PlannerRole, SkillAnswer, SkillSegment
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, LivelinessPolicy, QoSProfile, ReliabilityPolicy
+from timely_fleet.msg import JournalAck, JournalGoal, PlannerJournal, PlannerRole, SkillAnswer, SkillSegment
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
 from llm_planner_node.core.task_model import Progress, Segment
-from llm_planner_node.ros.messages import JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
+from llm_planner_node.ros.messages import JOURNAL_ACK_TOPIC, JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
 from llm_planner_node.ros.robot_link import skill_msgs
 from llm_planner_node.security.signing import Counter, RobotKey, mac_bytes, message_fields, sign, verify
 from llm_planner_node.service.ports import GoalIn
-from llm_planner_node.service.takeover import JournalEntry
+from llm_planner_node.service.takeover import JournalEntry, JournalReplica, aged
 
-#: The active planner's journal goes out at least this often (and a standby's silence clock is
-#: measured against it), and, after a goal arrived or ended or a segment went out, within
-#: JOURNAL_MIN_S (at most that often: a burst of goals makes one journal, not one each).
+#: The active planner's journal goes out at least this often (an empty delta when nothing changed:
+#: a standby's silence clock is measured against it), and, after a change, within JOURNAL_MIN_S (at
+#: most that often: a burst of changes makes one delta, not one each).
 JOURNAL_PERIOD_S = 0.2
 JOURNAL_MIN_S = 0.05
+#: While a standby follows, a snapshot of every goal in flight goes out this often (a delta the
+#: standby applied wrongly is mended within it), and at most every SNAPSHOT_MIN_S on request.
+SNAPSHOT_PERIOD_S = 30.0
+SNAPSHOT_MIN_S = 0.5
+#: A standby out of sync asks for a snapshot again after this long without one.
+SNAPSHOT_RETRY_S = 1.0
+#: A standby acknowledges the last journal it applied at most this often (and every snapshot at once).
+ACK_PERIOD_S = 0.2
+#: Journals the writer keeps for a reader that has not acknowledged them yet (DDS reliability): a
+#: reader that falls further behind misses some, notices the gap and asks for a snapshot.
+JOURNAL_DEPTH = 200
 #: A standby re-announces its role this often; one unheard for STANDBY_GONE_S counts as gone.
 ROLE_PERIOD_S = 1.0
 STANDBY_GONE_S = 3.0
@@ -53,18 +79,36 @@ TAKEOVER_STAGGER_S = 0.5
 #: Goals a journal may carry (a rogue's oversize journal is dropped whole).
 MAX_JOURNAL_GOALS = 10_000
 
+#: planner/journal_ack: acknowledgements and snapshot requests, reliable, for whoever listens now.
+ACK_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                     durability=DurabilityPolicy.VOLATILE)
+
 
 def journal_qos(lease_s: float) -> QoSProfile:
-    """The journal's QoS: latched (reliable, transient-local, keep last 1) with automatic
-    liveliness whose lease is a third of the robots' (DDS declares a silent writer not alive)."""
+    """The journal's QoS: reliable, volatile, keep last JOURNAL_DEPTH (every delta counts; a late
+    standby asks for a snapshot instead of reading old deltas), with automatic liveliness whose
+    lease is a third of the robots' (DDS declares a silent writer not alive)."""
     from rclpy.duration import Duration
 
-    qos = QoSProfile(depth=LATCHED_QOS.depth, reliability=LATCHED_QOS.reliability, history=LATCHED_QOS.history,
-                     durability=LATCHED_QOS.durability)
+    qos = QoSProfile(depth=JOURNAL_DEPTH, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                     durability=DurabilityPolicy.VOLATILE)
     if lease_s > 0:
         qos.liveliness = LivelinessPolicy.AUTOMATIC
         qos.liveliness_lease_duration = Duration(seconds=max(lease_s / 3, 0.2))
     return qos
+
+
+def journal_node_of(raw: bytes) -> str | None:
+    """The ``node`` field of a serialized PlannerJournal (CDR: a 4-byte encapsulation header, the
+    stamp's two 32-bit integers, then the string's 32-bit length and bytes), read without
+    deserializing the journal; None if the bytes do not hold one."""
+    if len(raw) < 16:
+        return None
+    little = raw[1] == 1  # encapsulation CDR_LE (0x0001) or CDR_BE (0x0000)
+    n = int.from_bytes(raw[12:16], "little" if little else "big")
+    if n < 1 or 16 + n > len(raw):
+        return None
+    return raw[16:16 + n - 1].decode("utf-8", errors="replace")  # the length counts the NUL
 
 
 def _rel(ts: tuple[float | None, ...]) -> list[float]:
@@ -76,10 +120,20 @@ def _unrel(ts: Any) -> tuple[float | None, ...]:
 
 
 def entry_msg(e: JournalEntry) -> Any:
-    """A journal entry as a ``JournalGoal`` message."""
+    """A journal entry as a ``JournalGoal`` message (a progress-only entry leaves the static fields
+    empty)."""
     g, p = e.goal, e.progress
     segs = [SkillSegment(goal_id=e.goal_id, robot_id=g.robot_id, sequence=p.seq_base + s.index, text=s.text,
                          skills=skill_msgs(s.calls, g.skill_set or None), final=s.final) for s in p.segments]
+    answers = [SkillAnswer(segment=p.seq_base + k, skill=n, value=v) for k in sorted(p.answers) for n, v in p.answers[k]]
+    if e.progress_only:
+        return JournalGoal(
+            progress_only=True, goal_id=e.goal_id, robot_id=g.robot_id, age_s=e.age_s, seq_base=p.seq_base,
+            generated=p.generated, truncated=p.truncated, segments=segs,
+            segment_tokens=[len(s.token_ids) for s in p.segments], token_ids=list(p.token_ids),
+            gen_start_s=_rel(p.gen_start), gen_end_s=_rel(p.gen_end), dispatched_s=_rel(p.dispatched_at),
+            exec_start_s=_rel(p.exec_start), exec_end_s=_rel(p.exec_end), answers=answers,
+            has_return_value=p.return_value is not None, return_value=p.return_value or "")
     return JournalGoal(
         goal_id=e.goal_id, robot_id=g.robot_id, robot_kind=g.robot_kind, task_type=g.task_type,
         instruction=g.instruction, skill_set=g.skill_set, ert_s=g.ert_s, alpha=g.alpha, beta=g.beta,
@@ -88,14 +142,14 @@ def entry_msg(e: JournalEntry) -> Any:
         replans=e.replans, generated=p.generated, truncated=p.truncated, segments=segs,
         segment_tokens=[len(s.token_ids) for s in p.segments], token_ids=list(p.token_ids),
         gen_start_s=_rel(p.gen_start), gen_end_s=_rel(p.gen_end), dispatched_s=_rel(p.dispatched_at),
-        exec_start_s=_rel(p.exec_start), exec_end_s=_rel(p.exec_end),
-        answers=[SkillAnswer(segment=p.seq_base + k, skill=n, value=v) for k in sorted(p.answers)
-                 for n, v in p.answers[k]],
+        exec_start_s=_rel(p.exec_start), exec_end_s=_rel(p.exec_end), answers=answers,
         has_return_value=p.return_value is not None, return_value=p.return_value or "")
 
 
 def entry_of_msg(m: Any) -> JournalEntry:
     """A ``JournalGoal`` message as a journal entry (ValueError if it does not hold together)."""
+    if m.progress_only:
+        raise ValueError("a progress-only entry whose whole entry was never received")
     skill_set = DEFAULT_SKILL_SETS.get(m.skill_set) if m.skill_set else None
     if m.skill_set and skill_set is None:
         raise ValueError(f"unknown skill set {m.skill_set!r}")
@@ -124,26 +178,54 @@ def entry_of_msg(m: Any) -> JournalEntry:
                         replans=int(m.replans), cancel_key_sha256=m.cancel_key_sha256)
 
 
-def sign_journal(msg: Any, key: RobotKey | None, counter: Counter) -> Any:
-    """Sign a journal (unsigned when ``key`` is None: ``security.mode: off``)."""
+def sign_journal(msg: Any, key: RobotKey | None, counter: Counter, kind: str = "journal") -> Any:
+    """Sign a journal, or a journal acknowledgement (``kind`` ``journal_ack``), with one MAC over
+    the whole message (unsigned when ``key`` is None: ``security.mode: off``)."""
     if key is not None:
         c = counter.next()
         fields = message_fields(msg)
-        msg.key_id, msg.counter, msg.mac = key.key_id, c, list(sign(key, "journal", fields, c))
+        msg.key_id, msg.counter, msg.mac = key.key_id, c, list(sign(key, kind, fields, c))
     return msg
 
 
-def journal_problem(msg: Any, key: RobotKey | None) -> str | None:
-    """Why a received journal is not trusted (None: it is)."""
-    if len(msg.goals) > MAX_JOURNAL_GOALS:
+def journal_problem(msg: Any, key: RobotKey | None, kind: str = "journal") -> str | None:
+    """Why a received journal (or acknowledgement) is not trusted (None: it is)."""
+    if len(getattr(msg, "goals", ())) > MAX_JOURNAL_GOALS:
         return f"oversize journal ({len(msg.goals)} goals)"
     if key is None:
         return None
     if not msg.mac:
-        return "unsigned journal"
-    if not verify(key, "journal", message_fields(msg), int(msg.counter), mac_bytes(msg), msg.key_id):
-        return "journal signature does not verify"
+        return f"unsigned {kind.replace('_', ' ')}"
+    if not verify(key, kind, message_fields(msg), int(msg.counter), mac_bytes(msg), msg.key_id):
+        return f"{kind.replace('_', ' ')} signature does not verify"
     return None
+
+
+@dataclass(frozen=True)
+class JournalOut:
+    """One journal for the writer thread: a ``snapshot`` (every goal in flight) or a delta (the
+    goals that changed; ``ended``: those that ended), at ``term``; ``take_cpu_s``: what taking the
+    entries cost the scheduler thread."""
+
+    term: int
+    snapshot: bool
+    entries: tuple[JournalEntry, ...] = ()
+    ended: tuple[str, ...] = ()
+    cancel_keys: dict[str, str] = field(default_factory=dict)
+    take_cpu_s: float = 0.0
+
+
+@dataclass
+class JournalStats:
+    """What the active planner's journal cost: journals and snapshots published, goal entries and
+    ends they carried, CPU seconds (the writer thread's, plus the scheduler thread's takes)."""
+
+    journals: int = 0
+    snapshots: int = 0
+    entries: int = 0
+    ended: int = 0
+    cpu_s: float = 0.0
+    snapshot_requests: int = 0
 
 
 @dataclass
@@ -155,8 +237,9 @@ class Heard:
 
 
 class FailoverLink:
-    """The journal and role topics of one planner node (module docstring). ``on_higher_term(term,
-    node)``: another planner claims a term above this one's (called from the executor)."""
+    """The journal, acknowledgement and role topics of one planner node (module docstring).
+    ``on_higher_term(term, node)``: another planner claims a term above this one's (called from
+    the executor). The writer thread starts with the link and stops at :meth:`destroy`."""
 
     def __init__(self, node: Any, lease_s: float, key: RobotKey | None, counter: Counter,
                  on_higher_term: Callable[[int, str], None]) -> None:
@@ -166,49 +249,114 @@ class FailoverLink:
         self._on_higher_term = on_higher_term
         self.lease_s = lease_s
         self._sequence = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # sequence numbers and publication order; the shared dicts
         self.heard: Heard | None = None
+        self.replica = JournalReplica()
         self.drops: dict[str, int] = {}
+        self.stats = JournalStats()
         self.last_published = 0.0
+        self.last_snapshot = 0.0
         self.last_role_published = 0.0
-        self.standbys: dict[str, float] = {}  # other standbys: name -> when its role was last heard
+        self._last_ack = 0.0
+        self._last_request = 0.0
+        self._snapshot_wanted: str | None = None  # a standby asked for a snapshot (why)
+        self.acked: dict[str, int] = {}  # standby name -> the last journal sequence it applied
+        self.standbys: dict[str, float] = {}  # other standbys: name -> when its role or ack was last heard
         # two planners of one namespace share the node name: the process tells them apart
         self._name = f"{node.get_fully_qualified_name()}@{socket.gethostname()}:{os.getpid()}"
         self._journal_pub = node.create_publisher(PlannerJournal, JOURNAL_TOPIC, journal_qos(lease_s))
+        self._ack_pub = node.create_publisher(JournalAck, JOURNAL_ACK_TOPIC, ACK_QOS)
         self._role_pub = node.create_publisher(PlannerRole, ROLE_TOPIC, LATCHED_QOS)
         # fencing follows the signed journal only: planner/active is unsigned (clients read it); a
         # standby's role there tells an active planner that one follows it (see PlannerNode._resumed)
         self.standby_seen = False
-        self._subs = [node.create_subscription(PlannerJournal, JOURNAL_TOPIC, self._on_journal, journal_qos(lease_s)),
+        # the journal arrives serialized: this planner's own journals are recognised by their
+        # node field and never deserialized (DDS hands a node its own publications too)
+        self._subs = [node.create_subscription(PlannerJournal, JOURNAL_TOPIC, self._on_raw_journal,
+                                               journal_qos(lease_s), raw=True),
+                      node.create_subscription(JournalAck, JOURNAL_ACK_TOPIC, self._on_ack, ACK_QOS),
                       node.create_subscription(PlannerRole, ROLE_TOPIC, self._on_role, LATCHED_QOS)]
+        self._out: queue.SimpleQueue[JournalOut | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write_loop, name="journal-writer", daemon=True)
+        self._writer.start()
 
     def destroy(self) -> None:
+        self._out.put(None)
+        self._writer.join(5.0)
         for sub in self._subs:
             self._node.destroy_subscription(sub)
         self._node.destroy_publisher(self._journal_pub)
+        self._node.destroy_publisher(self._ack_pub)
         self._node.destroy_publisher(self._role_pub)
         self._subs = []
-
-    # -- the active side --------------------------------------------------------------------------
-    def publish_journal(self, term: int, entries: list[JournalEntry], cancel_keys: dict[str, str]) -> None:
-        """Publish the journal of ``entries`` (any thread)."""
-        goals = []
-        for e in entries:
-            m = entry_msg(e)
-            m.cancel_key_sha256 = cancel_keys.get(e.goal_id, "")
-            goals.append(m)
-        with self._lock:
-            self._sequence += 1
-            msg = PlannerJournal(stamp=self._node.get_clock().now().to_msg(), node=self._name, term=term,
-                                 sequence=self._sequence, lease_s=float(self.lease_s),
-                                 link_counter=self._counter.last, goals=goals)
-            self._journal_pub.publish(sign_journal(msg, self._key, self._counter))
-            self.last_published = time.monotonic()
 
     @property
     def name(self) -> str:
         """This planner as its journal and role name it: node name@host:process id."""
         return self._name
+
+    # -- the active side --------------------------------------------------------------------------
+    def write(self, out: JournalOut) -> None:
+        """Hand a journal to the writer thread (any thread; cheap: the scheduler thread calls it)."""
+        self._out.put(out)
+
+    def _write_loop(self) -> None:
+        while True:
+            out = self._out.get()
+            if out is None:
+                return
+            try:
+                self.publish_now(out)
+            except Exception as e:  # noqa: BLE001 - a context shut down under the writer: nothing to publish to
+                self._drop(f"journal not published: {type(e).__name__}")
+
+    def publish_now(self, out: JournalOut) -> bool:
+        """Serialize, sign and publish ``out`` on the calling thread (the writer's; a takeover's
+        first journal); an empty delta only when the heartbeat is due. True if published."""
+        t0 = time.thread_time()
+        with self._lock:
+            now = time.monotonic()
+            if not (out.snapshot or out.entries or out.ended) and now - self.last_published < JOURNAL_PERIOD_S * 0.9:
+                return False
+            goals = []
+            for e in out.entries:
+                m = entry_msg(e)
+                if not e.progress_only:
+                    m.cancel_key_sha256 = out.cancel_keys.get(e.goal_id, "")
+                goals.append(m)
+            self._sequence += 1
+            msg = PlannerJournal(stamp=self._node.get_clock().now().to_msg(), node=self._name, term=out.term,
+                                 sequence=self._sequence, snapshot=out.snapshot, lease_s=float(self.lease_s),
+                                 link_counter=self._counter.last, goals=goals, ended_goal_ids=list(out.ended))
+            self._journal_pub.publish(sign_journal(msg, self._key, self._counter))
+            self.last_published = now
+            st = self.stats
+            st.journals += 1
+            st.entries += len(goals)
+            st.ended += len(out.ended)
+            if out.snapshot:
+                st.snapshots += 1
+                self.last_snapshot = now
+            st.cpu_s += time.thread_time() - t0 + out.take_cpu_s
+        return True
+
+    def followers(self) -> int:
+        """Standbys that follow this planner now: role or acknowledgement heard in the last STANDBY_GONE_S."""
+        now = time.monotonic()
+        with self._lock:
+            return sum(1 for t in self.standbys.values() if now - t <= STANDBY_GONE_S)
+
+    def snapshot_due(self) -> str | None:
+        """Why a snapshot should go out now (a standby asked, or SNAPSHOT_PERIOD_S passed while one
+        follows), or None; a request is answered at most every SNAPSHOT_MIN_S."""
+        now = time.monotonic()
+        since = now - self.last_snapshot
+        if self._snapshot_wanted is not None and since >= SNAPSHOT_MIN_S:
+            why, self._snapshot_wanted = self._snapshot_wanted, None
+            return why
+        if since >= SNAPSHOT_PERIOD_S and self.followers():
+            return "period"
+        return None
 
     def publish_role(self, role: str, term: int, adopted: list[str] = ()) -> None:
         self._role_pub.publish(PlannerRole(stamp=self._node.get_clock().now().to_msg(), node=self._name, role=role,
@@ -223,6 +371,20 @@ class FailoverLink:
             live = [n for n, t in self.standbys.items() if now - t <= STANDBY_GONE_S]
         return sum(1 for n in live if n < self._name)
 
+    def _on_ack(self, msg: Any) -> None:
+        if msg.node == self._name or msg.active != self._name:
+            return
+        why = journal_problem(msg, self._key, "journal_ack")
+        if why is not None:
+            self._drop(why)
+            return
+        with self._lock:
+            self.standbys[msg.node] = time.monotonic()
+            self.acked[msg.node] = int(msg.sequence)
+            if msg.snapshot:
+                self._snapshot_wanted = f"{msg.node} asked: {msg.reason}"
+                self.stats.snapshot_requests += 1
+
     # -- the standby side -------------------------------------------------------------------------
     def _drop(self, why: str) -> None:
         self.drops[why] = self.drops.get(why, 0) + 1
@@ -236,6 +398,20 @@ class FailoverLink:
                 self.standbys[msg.node] = time.monotonic()
             else:  # it took over (or was active all along): no longer in line
                 self.standbys.pop(msg.node, None)
+                self.acked.pop(msg.node, None)
+
+    def _on_raw_journal(self, raw: bytes) -> None:
+        node = journal_node_of(raw)
+        if node == self._name:
+            return
+        from rclpy.serialization import deserialize_message
+
+        try:
+            msg = deserialize_message(raw, PlannerJournal)
+        except Exception:  # noqa: BLE001 - bytes that are no journal
+            self._drop("malformed journal")
+            return
+        self._on_journal(msg)
 
     def _on_journal(self, msg: Any) -> None:
         if msg.node == self._name:
@@ -254,9 +430,40 @@ class FailoverLink:
         if heard is not None and heard.msg.node != msg.node:
             self._node.get_logger().info(f"now following planner {msg.node} (term {term}), "
                                          f"after {heard.msg.node} (term {heard.msg.term})")
-        self.heard = Heard(msg, time.monotonic())
+        now = time.monotonic()
+        self.heard = Heard(msg, now)
+        if getattr(self._node, "role", "standby") != "standby":
+            return
+        was_in_sync = self.replica.needs_snapshot is None
+        need = self.replica.apply(msg, now)
+        if need is not None:  # asked at once, and again every SNAPSHOT_RETRY_S until a snapshot comes
+            if was_in_sync or now - self._last_request >= SNAPSHOT_RETRY_S:
+                self._last_request = now
+                self._ack(msg, snapshot=need)
+        elif msg.snapshot or now - self._last_ack >= ACK_PERIOD_S:
+            self._ack(msg)
+
+    def _ack(self, msg: Any, snapshot: str | None = None) -> None:
+        """Acknowledge the last journal applied to planner ``msg.node``; ask for a snapshot if ``snapshot`` (why)."""
+        ack = JournalAck(stamp=self._node.get_clock().now().to_msg(), node=self._name, active=msg.node,
+                         term=int(msg.term), sequence=self.replica.sequence, snapshot=snapshot is not None,
+                         reason=snapshot or "")
+        self._ack_pub.publish(sign_journal(ack, self._key, self._counter, "journal_ack"))
+        self._last_ack = time.monotonic()
 
     def silent_for(self) -> float | None:
         """Seconds since the active planner's last journal (None: none heard yet)."""
         heard = self.heard
         return None if heard is None else time.monotonic() - heard.at
+
+    def adoptable(self) -> list[JournalEntry]:
+        """The goals the replica holds as entries to adopt, their ages run on to now (a goal
+        whose entry cannot be read is logged and left out)."""
+        out = []
+        for m, since in self.replica.entries():
+            try:
+                out.append(aged(entry_of_msg(m), since))
+            except (ValueError, KeyError) as e:
+                self._node.get_logger().error(f"goal {str(m.goal_id)[:8]} of the journal cannot be adopted: "
+                                              f"{str(e)[:200]}")
+        return out

@@ -28,17 +28,19 @@ RESULTS_TOPIC = "planner/results"
 STATS_TOPIC = "planner/stats"
 DIAGNOSTICS_TOPIC = "/diagnostics"
 ACTION_NAME = "plan_task"
-#: A planner's role and term (timely_fleet/PlannerRole), and the active planner's journal of its goals
-#: in flight (timely_fleet/PlannerJournal), which a standby follows (docs/guides/failover.md).
+#: A planner's role and term (timely_fleet/PlannerRole), the active planner's journal of its goals
+#: in flight (timely_fleet/PlannerJournal), which a standby follows, and the standby's answers
+#: (timely_fleet/JournalAck: acknowledgements, snapshot requests; docs/guides/failover.md).
 ROLE_TOPIC = "planner/active"
 JOURNAL_TOPIC = "planner/journal"
+JOURNAL_ACK_TOPIC = "planner/journal_ack"
 
 #: Action services: bursts of goals (one event triggers up to 16 tasks in WID2) must not overflow
 #: the default service queue of 10 requests, which silently drops goals.
 ACTION_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
-#: planner/active and planner/journal: the latest sample reaches a late subscriber (a client or a
-#: standby that starts after the planner).
+#: planner/active: the latest sample reaches a late subscriber (a client or a standby that starts
+#: after the planner).
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
@@ -120,6 +122,6 @@ def rejected_result(reason: str) -> Any:
     return Result(status=Result.STATUS_REJECTED, message=reason, response_time_s=-1.0, robot_waiting_s=-1.0)
 
 
-__all__ = ["ACTION_NAME", "ACTION_QOS", "DIAGNOSTICS_TOPIC", "FEEDBACK_QOS", "GOALS_TOPIC", "JOURNAL_TOPIC",
+__all__ = ["ACTION_NAME", "ACTION_QOS", "DIAGNOSTICS_TOPIC", "FEEDBACK_QOS", "GOALS_TOPIC", "JOURNAL_ACK_TOPIC", "JOURNAL_TOPIC",
            "LATCHED_QOS", "RESULTS_TOPIC", "ROLE_TOPIC", "STATS_TOPIC", "STATUS_OF", "action_qos_kwargs",
            "answer_msgs", "build_result", "rejected_result", "result_message"]

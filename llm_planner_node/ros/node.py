@@ -54,8 +54,8 @@ from llm_planner_node.config.params import FleetParams
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, StatusIn, safe_text
 from llm_planner_node.ros.action_server import FinishLaterActionServer, mark_cancelling, rcutils_log_emitter
 from llm_planner_node.ros.failover import (JOURNAL_MIN_S, JOURNAL_PERIOD_S, ROLE_PERIOD_S, TAKEOVER_STAGGER_S,
-                                          FailoverLink, entry_of_msg)
-from llm_planner_node.service.takeover import JournalEntry
+                                          FailoverLink, JournalOut)
+from llm_planner_node.service.takeover import JournalEntry, JournalTake
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
 from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key, measured_of
 from llm_planner_node.ros.messages import ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, action_qos_kwargs, build_result, rejected_result
@@ -124,9 +124,14 @@ class PlannerNode(LifecycleNode):
         self.fenced: str | None = None  # why this planner stopped serving (another took over)
         self._failover: FailoverLink | None = None
         self._failover_timer: Timer | None = None
-        self._journal_posted = False
-        self._journal_dirty = False  # a goal arrived or ended, or a segment went out, since the last journal
-        self._accepted_at: dict[str, float] = {}  # goal id -> when the action server handed it over (monotonic)
+        self._journal_posted = False  # a journal take is queued on the scheduler thread
+        self._journal_last_take = 0.0
+        # while a standby follows: goals that ended since the last journal, and goals the action
+        # server accepted that have not reached the core yet (goal id -> when; journaled as new goals)
+        self._journal_following = False
+        self._journal_lock = threading.Lock()
+        self._journal_ended: list[str] = []
+        self._unjournaled: dict[str, float] = {}
         self._lifecycle_active = False
         self._last_tick = time.monotonic()  # the failover tick's last run (a pause shows as a gap)
         self.takeovers: list[dict[str, Any]] = []  # each takeover: term, from, adopted goal ids, seconds
@@ -373,8 +378,9 @@ class PlannerNode(LifecycleNode):
                                             "(lifecycle state 'unconfigured'): it accepts no goals now"))
             return
         self.goal_handles[goal_id] = handle
-        self._accepted_at[goal_id] = time.monotonic()
-        self._journal_dirty = True
+        if self._journal_following:
+            with self._journal_lock:
+                self._unjournaled[goal_id] = time.monotonic()
         if g.cancel_key_sha256:
             self._cancel_keys[goal_id] = g.cancel_key_sha256.strip().lower()[:64]
         reason = service.submit(goal_id, goal, lambda outcome: self._end_goal(handle, goal_id, outcome))
@@ -385,8 +391,10 @@ class PlannerNode(LifecycleNode):
         """The goal's end (a rejection reason or its terminal request): result to the client."""
         self.goal_handles.pop(goal_id, None)
         self._cancel_keys.pop(goal_id, None)
-        self._accepted_at.pop(goal_id, None)
-        self._journal_dirty = True
+        if self._journal_following:
+            with self._journal_lock:
+                self._unjournaled.pop(goal_id, None)
+                self._journal_ended.append(goal_id)
         if self.fenced is not None:  # another planner took this goal over: its result is that one's to give
             return
         if isinstance(outcome, str):
@@ -470,7 +478,6 @@ class PlannerNode(LifecycleNode):
     def segment(self, goal_id: str, req: Request, index: int, final: bool, feedback: bool = True) -> Any:
         msg = segment_message(goal_id, req, index, final, self.get_clock().now().to_msg(), self.term)
         self.publish(req.goal.robot_id, msg)
-        self._journal_dirty = True
         handle = self.goal_handles.get(goal_id) if feedback else None
         if handle is not None:
             handle.publish_feedback(PlanTask.Feedback(
@@ -657,11 +664,25 @@ class PlannerNode(LifecycleNode):
                 level, message = DiagnosticStatus.WARN, f"{role}, term {term}: no active planner heard yet"
             else:
                 rank = link.rank()
+                replica = link.replica
+                sync = "in sync" if replica.needs_snapshot is None else f"out of sync ({replica.needs_snapshot})"
                 message = (f"{role}, term {term}: following {heard.msg.node} (term {heard.msg.term}, "
-                           f"{len(heard.msg.goals)} goal(s) in flight, heard {silent:.1f} s ago)"
+                           f"{len(replica)} goal(s) in flight, heard {silent:.1f} s ago, {sync})"
                            + (f"; {rank} standby(s) take over before this one" if rank else ""))
+                if replica.needs_snapshot is not None:
+                    level = DiagnosticStatus.WARN
                 values.append(KeyValue(key="following", value=heard.msg.node))
                 values.append(KeyValue(key="standbys before this one", value=str(rank)))
+                values.extend(KeyValue(key=f"replica {k}", value=str(v)) for k, v in (
+                    ("goals", len(replica)), ("sequence", replica.sequence), ("journals applied", replica.applied),
+                    ("snapshots applied", replica.snapshots), ("sequence gaps", replica.gaps)))
+        elif link is not None and role == ACTIVE:
+            st = link.stats
+            values.extend(KeyValue(key=f"journal {k}", value=str(v)) for k, v in (
+                ("standbys following", link.followers()), ("journals", st.journals), ("snapshots", st.snapshots),
+                ("entries", st.entries), ("ended", st.ended), ("snapshot requests", st.snapshot_requests),
+                ("cpu s", f"{st.cpu_s:.3f}"),
+                ("acknowledged", ", ".join(f"{n}: {q}" for n, q in sorted(link.acked.items())) or "-")))
         if self.takeovers:
             last = self.takeovers[-1]
             values.append(KeyValue(key="last takeover", value=f"term {last['term']} from {last['from']}: "
@@ -679,8 +700,8 @@ class PlannerNode(LifecycleNode):
         return t if t > 0 else max(self.params.security.lease_s / 2, 0.5)
 
     def _failover_tick(self) -> None:
-        """Every 50 ms: the active planner's journal (at least every JOURNAL_PERIOD_S), or a
-        standby's watch on the active one."""
+        """Every 50 ms: the active planner's journal (:meth:`_journal_tick`), or a standby's watch
+        on the active one."""
         service, link = self.service, self._failover
         gap, self._last_tick = time.monotonic() - self._last_tick, time.monotonic()
         if service is None or link is None or self.fenced is not None:
@@ -692,14 +713,7 @@ class PlannerNode(LifecycleNode):
                         f"(it takes over after {self._takeover_s():g} s)")
             return
         if self.role == ACTIVE:
-            since = time.monotonic() - link.last_published
-            if not self._journal_posted and (since >= JOURNAL_PERIOD_S or (self._journal_dirty and since >= JOURNAL_MIN_S)):
-                self._journal_posted, self._journal_dirty = True, False
-
-                def publish(entries: list[Any]) -> None:
-                    self._journal_posted = False
-                    link.publish_journal(self.term, entries + self._not_yet_journaled(entries), dict(self._cancel_keys))
-                service.journal(publish)
+            self._journal_tick(service, link)
             return
         if time.monotonic() - link.last_role_published >= ROLE_PERIOD_S:
             link.publish_role(STANDBY, self.term)  # standbys see each other (their order of takeover)
@@ -709,18 +723,52 @@ class PlannerNode(LifecycleNode):
             self.take_over(f"no journal for {silent:.2f} s" + (f" ({rank} standby(s) before this one were silent too)"
                                                                 if rank else ""))
 
-    def _not_yet_journaled(self, entries: list[Any]) -> list[Any]:
-        """Goals the action server accepted that have not reached the core yet (their submit is
-        queued behind the journal): journaled as new goals, so a takeover right now keeps them."""
-        have = {e.goal_id for e in entries}
-        out = []
+    def _journal_tick(self, service: PlannerService, link: FailoverLink) -> None:
+        """The active planner's journal (docs/guides/failover.md): while a standby follows, a
+        delta of the goals that changed every JOURNAL_MIN_S (the writer publishes it if it holds
+        anything, or as the heartbeat) and a snapshot when one is due; with none following, only
+        the heartbeat, every JOURNAL_PERIOD_S. Each goes through the scheduler thread (a planner
+        whose scheduler is stuck falls silent and is taken over), which only takes the entries."""
+        if self._journal_posted:
+            return  # the last take is still queued behind the scheduler's work
         now = time.monotonic()
-        for goal_id, handle in list(self.goal_handles.items()):
-            at = self._accepted_at.get(goal_id)
-            if goal_id in have or at is None:
-                continue
-            out.append(JournalEntry(goal_id=goal_id, goal=GoalIn.of(handle.request), age_s=max(0.0, now - at)))
-        return out
+        following = link.followers() > 0
+        snapshot = link.snapshot_due() is not None
+        if snapshot and not following:
+            following = True  # a standby asked before its role was heard
+        if following != self._journal_following:
+            with self._journal_lock:
+                self._journal_following = following
+                self._journal_ended.clear()
+                self._unjournaled.clear()
+            snapshot = snapshot or following  # a standby (again): it starts from a snapshot
+        since = now - self._journal_last_take
+        if not (snapshot or (following and since >= JOURNAL_MIN_S) or since >= JOURNAL_PERIOD_S):
+            return
+        self._journal_posted, self._journal_last_take = True, now
+        term = self.term
+        what = "snapshot" if snapshot else "delta" if following else "heartbeat"
+        service.journal(lambda take: self._journal_taken(link, term, take), what)
+
+    def _journal_taken(self, link: FailoverLink, term: int, take: JournalTake) -> None:
+        """Scheduler thread: hand the take, the goals that ended since the last one and the goals
+        accepted but not yet in the core to the journal's writer thread."""
+        self._journal_posted = False
+        service = self.service
+        with self._journal_lock:
+            ended, self._journal_ended = tuple(self._journal_ended), []
+            fresh = []
+            now = time.monotonic()
+            for goal_id, at in list(self._unjournaled.items()):
+                handle = self.goal_handles.get(goal_id)
+                if handle is None or (service is not None and service.in_flight(goal_id)):
+                    del self._unjournaled[goal_id]  # ended, or in the core: its start is in a take
+                else:
+                    fresh.append(JournalEntry(goal_id=goal_id, goal=GoalIn.of(handle.request), age_s=max(0.0, now - at)))
+        entries = take.entries + tuple(fresh)
+        link.write(JournalOut(term, take.snapshot, entries, () if take.snapshot else ended,
+                              {e.goal_id: self._cancel_keys[e.goal_id] for e in entries if e.goal_id in self._cancel_keys},
+                              take.cpu_s))
 
     def take_over(self, why: str) -> list[str]:
         """Become the active planner (executor thread): a term above the last active one's, the
@@ -738,15 +786,11 @@ class PlannerNode(LifecycleNode):
         self.set_term(old_term + 1)
         if journal is not None and self._signer is not None:
             self._signer.counter.raise_to(int(journal.link_counter))
-        entries = []
-        for m in (journal.goals if journal is not None else []):
-            try:
-                entries.append(entry_of_msg(m))
-            except (ValueError, KeyError) as e:
-                self.log("error", f"goal {safe_text(m.goal_id)[:8]} of the journal cannot be adopted: {safe_text(str(e), 200)}")
-        # the new term's journal at once, with the goals being adopted: another standby follows this
-        # planner from now on instead of taking over too (its turn comes TAKEOVER_STAGGER_S later)
-        link.publish_journal(self.term, entries, {e.goal_id: e.cancel_key_sha256 for e in entries if e.cancel_key_sha256})
+        entries = link.adoptable()
+        # the new term's journal at once, a snapshot with the goals being adopted: another standby
+        # follows this planner from it instead of taking over too (its turn comes TAKEOVER_STAGGER_S later)
+        link.publish_now(JournalOut(self.term, True, tuple(entries),
+                                    cancel_keys={e.goal_id: e.cancel_key_sha256 for e in entries if e.cancel_key_sha256}))
         stamp = self.get_clock().now().to_msg()
         for e in entries:  # the robots hear the new term first: their lease is renewed, the old planner fenced off
             if service.params.robot(e.goal.robot_id) is not None:

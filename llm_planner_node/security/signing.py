@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 #: ``security.mode`` values: ``off`` sends unsigned and accepts everything; ``sign`` signs and verifies.
 MODES = ("off", "sign")
-KINDS = ("segment", "status", "journal")
+KINDS = ("segment", "status", "journal", "journal_ack")
 KEY_BYTES = 32
 MAC_BYTES = 32
 #: Robot ids that may name a key file: the ROS-name characters the fleet YAML allows, bounded.
@@ -480,22 +480,45 @@ def status_msg_fields(msg: Any) -> bytes:
                          scene=list(msg.scene) if getattr(msg, "has_scene", False) else None)
 
 
-def message_fields(msg: Any) -> bytes:
-    """The signed bytes of a whole ROS message (the planner journal): every field but the
-    signature's (``key_id``, ``counter``, ``mac``), nested messages and sequences included, as
-    canonical JSON (sorted keys, floats by ``repr``). Not its CDR serialization: that may differ
-    between sender and receiver in its padding bytes."""
-    def plain(value: Any) -> Any:
-        if hasattr(value, "get_fields_and_field_types"):
-            return {k: plain(getattr(value, k)) for k in value.get_fields_and_field_types()
-                    if k not in ("key_id", "counter", "mac")}
-        if isinstance(value, (list, tuple)) or type(value).__name__ in ("array", "ndarray"):
-            return [plain(v) for v in value]
-        if isinstance(value, float):
-            return repr(value)
-        return value
+_SIGNATURE_FIELDS = ("key_id", "counter", "mac")
+_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+_AS_IS = (str, int, bool)
 
-    return json.dumps(plain(msg), sort_keys=True, separators=(",", ":")).encode()
+
+def _fields_of(cls: type) -> tuple[str, ...]:
+    """A message class's field names but the signature's, in the order its definition gives them."""
+    names = _FIELDS_OF.get(cls)
+    if names is None:
+        names = _FIELDS_OF[cls] = tuple(k for k in cls.get_fields_and_field_types()  # type: ignore[attr-defined]
+                                        if k not in _SIGNATURE_FIELDS)
+    return names
+
+
+def _plain(value: Any) -> Any:
+    """A ROS message value as JSON-able data: a message as the list of its field values in
+    definition order, floats as their ``repr`` strings."""
+    if hasattr(value, "get_fields_and_field_types"):
+        return [_plain(getattr(value, k)) for k in _fields_of(type(value))]
+    kind = type(value)
+    if kind.__name__ == "array":  # a sequence of numbers: one C call, not one per element
+        items = value.tolist()
+        return [repr(v) for v in items] if value.typecode in "fd" else items
+    if kind is list or kind is tuple or kind.__name__ == "ndarray":
+        if all(type(v) in _AS_IS for v in value):  # strings, integers: JSON as they are
+            return list(value)
+        return [_plain(v) for v in value]
+    if kind is float:
+        return repr(value)
+    return value
+
+
+def message_fields(msg: Any) -> bytes:
+    """The signed bytes of a whole ROS message (the planner journal and its acknowledgements):
+    every field but the signature's (``key_id``, ``counter``, ``mac``), nested messages and
+    sequences included, as canonical JSON (each message a list of its field values in the order
+    of its definition, which the signer and the verifier share; floats by ``repr``). Not its CDR
+    serialization: that may differ between sender and receiver in its padding bytes."""
+    return json.dumps(_plain(msg), separators=(",", ":")).encode()
 
 
 def _sign_msg(msg: Any, key: RobotKey, counter: int, kind: str, fields: bytes) -> Any:

@@ -11,8 +11,8 @@ the command says so).
 
 - ``planner.policy.xml``: enclave ``/timely_fleet[/NS]/planner`` (node ``llm_planner``): publish
   every robot's ``robots/<id>/segments``, ``planner/goals|results|stats``, ``/diagnostics``;
-  subscribe every robot's ``robots/<id>/status``; publish and subscribe ``planner/journal`` and
-  ``planner/active`` (failover); execute the ``plan_task`` action; its parameter and lifecycle
+  subscribe every robot's ``robots/<id>/status``; publish and subscribe ``planner/journal``,
+  ``planner/journal_ack`` and ``planner/active`` (failover); execute the ``plan_task`` action; its parameter and lifecycle
   services; ``planner_standby.policy.xml``: the same for a standby planner, enclave
   ``/timely_fleet[/NS]/planner_standby`` (node ``llm_planner_standby``);
 - ``robot_<id>.policy.xml``: one enclave per robot adapter, ``/timely_fleet[/NS]/robots/<id>``
@@ -47,9 +47,9 @@ PLANNER_NODE = "llm_planner"
 OPERATOR_NODE = "timely_fleet_operator"
 ACTION_NAME = "plan_task"
 PLANNER_TOPICS = ("planner/goals", "planner/results", "planner/stats")
-#: The planners' journal and role (failover): an active planner and its standby each publish and
-#: read both; clients read the role.
-FAILOVER_TOPICS = ("planner/journal", "planner/active")
+#: The planners' journal, its acknowledgements and the role (failover): an active planner and its
+#: standby each publish and read all three; clients read the role.
+FAILOVER_TOPICS = ("planner/journal", "planner/journal_ack", "planner/active")
 STANDBY_NODE = "llm_planner_standby"
 #: The planner's services: cancel a goal by id, the operator's stop and approval (ros/node.py,
 #: ros/operator.py). The planner replies; the operator enclave may request them.

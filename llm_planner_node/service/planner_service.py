@@ -48,7 +48,7 @@ from llm_planner_node.service.registry import GoalRegistry
 from llm_planner_node.service import takeover
 from llm_planner_node.service.scheduler_loop import COMMAND_SLICE, SchedulerLoop
 from llm_planner_node.service.shared import Shared
-from llm_planner_node.service.takeover import JournalEntry
+from llm_planner_node.service.takeover import JournalEntry, JournalTake
 from llm_planner_node.service.sink import PortsSink
 from llm_planner_node.service.status_path import CANCELLED, DONE, EXECUTING, FAILED, StatusPath
 from llm_planner_node.service.vitals import RobotVitals
@@ -213,10 +213,16 @@ class PlannerService:
         self.intake.cancel(goal_id)
 
     # -- failover (any thread) ---------------------------------------------------------------------
-    def journal(self, publish: Callable[[list[JournalEntry]], None]) -> None:
-        """Write the journal of the goals in flight (:mod:`.takeover`): ``publish(entries)`` is
-        called on the scheduler thread with one entry per goal."""
-        self._post(lambda: publish(takeover.entries(self.goals, self.planner, self.clock.now())))
+    def journal(self, publish: Callable[[JournalTake], None], what: str = "delta") -> None:
+        """Take the journal of the goals in flight (:func:`.takeover.take`): ``what`` is
+        ``delta`` (the goals that changed since the last take), ``snapshot`` (every one) or
+        ``heartbeat`` (none). ``publish(take)`` is called on the scheduler thread: it must only
+        hand the take on (serializing and signing happen elsewhere)."""
+        self._post(lambda: publish(takeover.take(self.goals, self.planner, self.clock.now(), what)))
+
+    def in_flight(self, goal_id: str) -> bool:
+        """Has the goal reached the core and not ended (scheduler thread)?"""
+        return goal_id in self.goals.by_goal_id
 
     def adopt(self, entries: list[JournalEntry], on_end_of: Callable[[str], Callable[[Request | str], None]]) -> None:
         """Take over the goals of a planner that fell silent (:meth:`GoalIntake.adopt`):

@@ -61,6 +61,7 @@ class PortsSink:
             final = False  # the robot may run the plan's re_plan: the goal's next plan continues the sequence
         msg = self._ports.segment(g.goal_id, request, segment.index, final)
         self._delivery.sent(g.goal_id, request.seq_base + segment.index, msg, self._clock.now())
+        self._goals.touch(g.goal_id)
 
     def done(self, request: Request) -> None:
         if request.end is EndKind.REPLANNED and request.replanned_as is not None:

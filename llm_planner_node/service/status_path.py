@@ -130,6 +130,10 @@ class StatusPath(ServicePart):
             if probe is not None:
                 self._ports.publish(*probe)
         self.delays.append(time.monotonic() - st.received)
+        if st.state in (DONE, FAILED) and k < len(req.exec_end) and req.exec_end[k] is None:
+            # the segment ended: the next journal carries it (a standby sends again only the
+            # segments not ended; a start it misses it hears from the robot's answer to the resend)
+            self._goals.touch(st.goal_id)
         if st.state in (DONE, FAILED, CANCELLED) and st.answers:  # a repeated report overwrites: idempotent
             req.answers[k] = tuple((safe_text(n, 200), safe_text(v, 200)) for n, v in st.answers)
         if st.return_value is not None and st.state == DONE:

@@ -131,7 +131,7 @@ def test_sros2_writes_valid_policies_with_one_enclave_per_robot(tmp_path, namesp
     assert {f"robots/{r}/status" for r in ROBOTS} <= planner["subscribe"]
     assert {"planner/goals", "planner/results", "planner/stats", "/diagnostics"} <= planner["publish"]
     # failover: a planner writes and reads the journal and the role; its standby has the same rights
-    assert {"planner/journal", "planner/active"} <= planner["publish"] & planner["subscribe"]
+    assert {"planner/journal", "planner/journal_ack", "planner/active"} <= planner["publish"] & planner["subscribe"]
     assert topics_of(fleet, f"{prefix}/planner_standby") == planner
     assert planner["execute"] == {"plan_task"}
     # the planner answers cancels, stops and approvals; only the operator may ask

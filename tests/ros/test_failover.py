@@ -102,3 +102,69 @@ def test_standbys_take_over_in_the_order_of_their_names_and_a_tie_at_one_term_le
         for n, lk in ((na, a), (nb, b)):
             lk.destroy()
             n.destroy_node()
+
+
+def test_a_standby_that_joins_late_or_misses_a_journal_asks_for_a_snapshot_and_acknowledges_it(ros_context):
+    """Over DDS, signed: the active planner's deltas reach a standby that joined late (its first
+    journal is a delta: it asks for a snapshot on planner/journal_ack); the snapshot makes it
+    whole and it acknowledges it; a journal whose sequence skips one makes it ask again."""
+    import time
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from timely_fleet.msg import PlannerJournal
+
+    from llm_planner_node.ros.failover import JournalOut, FailoverLink, journal_qos, sign_journal
+    from llm_planner_node.ros.messages import JOURNAL_TOPIC
+    from llm_planner_node.security.signing import Counter, RobotKey
+
+    key = RobotKey("planner", "k1", b"j" * 32)
+
+    def make(name, role):
+        node = rclpy.create_node(name, context=ros_context)
+        node.term, node.role = 1, role
+        return node, FailoverLink(node, 3.0, key, Counter(), lambda t, n: None)
+
+    (na, active), (ns, standby) = make("journal_active", "active"), make("journal_standby", "standby")
+    forger = rclpy.create_node("journal_gap", context=ros_context)
+    gap_pub = forger.create_publisher(PlannerJournal, JOURNAL_TOPIC, journal_qos(3.0))
+    ex = SingleThreadedExecutor(context=ros_context)
+    for n in (na, ns, forger):
+        ex.add_node(n)
+
+    def spin_until(pred, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not pred():
+            ex.spin_once(timeout_sec=0.05)
+        return pred()
+
+    try:
+        assert spin_until(lambda: active._journal_pub.get_subscription_count() >= 2
+                          and standby._ack_pub.get_subscription_count() >= 1)
+        e = _entry()
+        assert active.publish_now(JournalOut(1, False, (e,)))  # a delta: the standby has no snapshot yet
+        assert spin_until(lambda: active.stats.snapshot_requests)
+        assert active.snapshot_due() is not None  # answered at once: none was sent before
+        assert active.stats.snapshot_requests == 1 and standby.replica.needs_snapshot is not None
+        assert len(standby.replica) == 1  # applied all the same: the best it has
+        assert active.followers() == 1
+        assert active.publish_now(JournalOut(1, True, (e,), cancel_keys={e.goal_id: "f" * 64}))
+        assert spin_until(lambda: active.acked.get(standby.name) == 2)  # the snapshot, acknowledged
+        assert standby.replica.needs_snapshot is None and standby.replica.snapshots == 1
+        (held,) = standby.adoptable()
+        assert held.goal_id == e.goal_id and held.progress == e.progress and held.cancel_key_sha256 == "f" * 64
+        assert held.age_s >= e.age_s
+
+        # journal 3 never arrives; journal 4 (signed by the key, as the active's) shows the gap
+        skipped = sign_journal(PlannerJournal(node=active.name, term=1, sequence=4, lease_s=3.0), key, Counter())
+        gap_pub.publish(skipped)
+        requests = active.stats.snapshot_requests
+        assert spin_until(lambda: active.stats.snapshot_requests > requests)
+        assert standby.replica.gaps == 1 and "1 missed" in standby.replica.needs_snapshot
+        assert active.drops == {} and standby.drops == {}
+    finally:
+        ex.shutdown()
+        for n, lk in ((na, active), (ns, standby)):
+            lk.destroy()
+            n.destroy_node()
+        forger.destroy_node()

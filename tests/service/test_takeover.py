@@ -1,11 +1,15 @@
 """A standby's takeover without ROS (llm_planner_node/service/takeover.py, GoalIntake.adopt,
 core Planner.adopt): the journal of one planner service adopted by another continues each goal's
 generation from its token ids, sends again only what the robot has not finished, keeps the goal's
-time-utility clock, and ends it with the whole plan."""
+time-utility clock, and ends it with the whole plan. The journal's deltas carry only the goals
+that changed, and a replica that missed one notices the gap and is mended by a snapshot."""
 
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
+
+import pytest
 
 from llm_planner_node.config.params import parse_params
 from llm_planner_node.core.clock import WallClock
@@ -40,9 +44,9 @@ class Ports:
         pass
 
 
-def service(policy: str) -> tuple[PlannerService, Ports]:
+def service(policy: str, robots: tuple[str, ...] = ("d1",)) -> tuple[PlannerService, Ports]:
     params = parse_params({"planner": {"engine": {"kind": "scripted"}, "robot_timeout_s": 30.0, "policy": policy},
-                           "robots": [{"id": "d1", "kind": "drone", "adapter": "sim"}]})
+                           "robots": [{"id": r, "kind": "drone", "adapter": "sim"} for r in robots]})
     ports = Ports()
     svc = PlannerService(params, ports, engine=RealtimeSimEngine(WallClock()))
     svc.accepting = True
@@ -50,11 +54,13 @@ def service(policy: str) -> tuple[PlannerService, Ports]:
     return svc, ports
 
 
-def journal(svc: PlannerService) -> list:
+def journal(svc: PlannerService, what: str = "snapshot") -> list:
+    """The entries of one journal take of ``svc`` (a snapshot, a delta or a heartbeat)."""
     out: list = []
-    svc.journal(lambda entries: out.append(entries))
+    svc.journal(out.append, what)
     assert wait(lambda: out)
-    return out[0]
+    assert out[0].snapshot == (what == "snapshot")
+    return list(out[0].entries)
 
 
 def test_a_suspended_generation_goes_on_from_its_token_ids_on_the_standby():
@@ -146,3 +152,105 @@ def test_a_goal_of_a_robot_this_planner_does_not_have_ends_with_the_reason():
     finally:
         standby.close()
         active.close()
+
+
+def _journal(seq: int, entries: list, snapshot: bool = False, ended: tuple[str, ...] = ()) -> SimpleNamespace:
+    """A journal of planner 'a' at term 1 as the replica reads one: the fields of PlannerJournal,
+    its entries as the JournalGoal messages the wire carries."""
+    from llm_planner_node.ros.failover import entry_msg
+
+    return SimpleNamespace(node="a", term=1, sequence=seq, snapshot=snapshot, goals=[entry_msg(e) for e in entries],
+                           ended_goal_ids=list(ended))
+
+
+@pytest.mark.ros  # the entries travel as timely_fleet/JournalGoal messages (no ROS graph)
+def test_deltas_carry_what_changed_and_a_replica_that_missed_one_is_mended_by_a_snapshot():
+    """Deltas hold the goals that changed since the last take and nothing else (whole when the
+    goal started, its progress only after; an empty delta when nothing changed); a replica that
+    misses a delta (the start of g2) notices at the next one (a sequence gap), asks for a snapshot,
+    holds exactly the active planner's goals once it is applied, and a standby that adopts them
+    finishes g2 with its whole plan."""
+    from llm_planner_node.ros.failover import entry_of_msg
+    from llm_planner_node.service.takeover import JournalReplica, aged
+
+    g1, g2 = "1" * 32, "2" * 32
+    active, ports_a = service("timelyllm", ("d1", "d2"))
+    standby, ports_b = service("timelyllm", ("d1", "d2"))
+    replica = JournalReplica()
+    try:
+        assert replica.apply(_journal(1, journal(active, "snapshot"), snapshot=True), now=0.0) is None
+        assert len(replica) == 0
+        assert active.submit(g1, GoalIn("d1", PLAN), lambda _o: None) is None
+        assert wait(lambda: len(ports_a.sent) == 4)
+        (e1,) = journal(active, "delta")
+        assert e1.goal_id == g1 and not e1.progress_only and len(e1.progress.dispatched_at) == 4
+        assert journal(active, "delta") == []  # nothing changed since
+        active.on_status(StatusIn("d1", g1, 0, EXECUTING))  # a start changes nothing a standby needs
+        active.on_status(StatusIn("d1", g1, 0, DONE, (0.1,)))
+        active.on_status(StatusIn("d1", g1, 0, DONE, (0.1,)))  # a repeated report changes nothing more
+        assert wait(lambda: active.planner.requests[active.goals.by_goal_id[g1]].exec_end[0] is not None)
+        (e1b,) = journal(active, "delta")
+        assert e1b.progress_only and e1b.progress.exec_end[0] is not None and e1b.prompt_token_ids == ()
+        assert journal(active, "delta") == []
+        assert replica.apply(_journal(2, [e1]), now=1.0) is None
+        assert replica.apply(_journal(3, [e1b]), now=2.0) is None
+        ((held1, _),) = replica.entries(now=2.0)
+        whole = entry_of_msg(held1)  # the progress on the goal's whole entry
+        assert whole.progress.exec_end[0] is not None and whole.goal == e1.goal and whole.scene == e1.scene
+
+        ended: list = []
+        assert active.submit(g2, GoalIn("d2", PLAN), ended.append) is None
+        assert wait(lambda: len(ports_a.sent) == 8)
+        lost = journal(active, "delta")  # journal 4: never reaches the replica
+        assert [e.goal_id for e in lost] == [g2]
+        for k in range(1, 4):
+            active.on_status(StatusIn("d1", g1, k, DONE, (0.1,)))
+        assert wait(lambda: g1 not in active.goals.by_goal_id)
+        assert journal(active, "delta") == []  # an ended goal is no entry: its end travels as ended_goal_ids
+        why = replica.apply(_journal(5, [], ended=(g1,)), now=3.0)
+        assert why == "journal 5 followed journal 3: 1 missed" and replica.gaps == 1
+        assert len(replica) == 0  # g1 ended; g2's start was missed
+        active.on_status(StatusIn("d2", g2, 0, DONE, (0.1,)))
+        assert wait(lambda: active.planner.requests[active.goals.by_goal_id[g2]].exec_end[0] is not None)
+        (p2,) = journal(active, "delta")
+        assert p2.progress_only
+        assert replica.apply(_journal(6, [p2]), now=3.1) == why  # out of sync until a snapshot
+        assert len(replica) == 0  # g2's progress alone: nothing to add it to
+
+        snap = journal(active, "snapshot")
+        assert replica.apply(_journal(7, snap, snapshot=True), now=4.0) is None
+        held = replica.entries(now=4.5)
+        assert [(g.goal_id, round(since, 3)) for g, since in held] == [(g2, 0.5)]
+        assert entry_of_msg(held[0][0]) == snap[0]
+        adopted = aged(entry_of_msg(held[0][0]), held[0][1])
+        assert adopted.age_s == snap[0].age_s + 0.5  # its time-utility clock ran on while the replica held it
+
+        # the active planner dies here; the standby takes g2 over from what the replica holds
+        done: list = []
+        standby.adopt([adopted], lambda gid: done.append)
+        assert wait(lambda: len(ports_b.sent) == 3)  # every dispatched segment not ended is sent again
+        assert [i for i, _, _ in ports_b.sent] == [1, 2, 3]
+        for k in range(1, 4):
+            standby.on_status(StatusIn("d2", g2, k, DONE, (0.1,)))
+        assert wait(lambda: done)
+        assert done[0].end is EndKind.SUCCEEDED and "".join(s.text for s in done[0].segments) == PLAN
+        assert not ended  # the active planner never ended g2
+    finally:
+        standby.close()
+        active.close()
+
+
+def test_a_replica_follows_a_new_planner_from_its_snapshot():
+    """Journals of another planner (a takeover) before its snapshot leave the replica out of sync;
+    the snapshot makes it whole again."""
+    from llm_planner_node.service.takeover import JournalReplica
+
+    r = JournalReplica()
+    g = SimpleNamespace(goal_id="x" * 32, progress_only=False)
+    assert r.apply(SimpleNamespace(node="a", term=1, sequence=1, snapshot=True, goals=[], ended_goal_ids=[])) is None
+    assert r.apply(SimpleNamespace(node="a", term=1, sequence=2, snapshot=False, goals=[g], ended_goal_ids=[])) is None
+    assert len(r) == 1
+    other = SimpleNamespace(node="b", term=2, sequence=1, snapshot=False, goals=[], ended_goal_ids=[])
+    assert r.apply(other) == "a journal of planner b (term 2) before its snapshot"
+    assert r.apply(SimpleNamespace(node="b", term=2, sequence=2, snapshot=True, goals=[], ended_goal_ids=[])) is None
+    assert len(r) == 0 and (r.node, r.term, r.sequence, r.snapshots) == ("b", 2, 2, 2)

@@ -40,6 +40,20 @@ What is measured:
   ``--wakeup-msgs`` messages at 200/s from another process's publisher, CPU of the spin thread
   per message taken (``time.thread_time``).
 
+With ``--standby`` a standby planner (``timely-fleet up --standby``, its own process) follows the
+active one before the goals start (its diagnostics report a snapshot applied), and the run
+reports what the journal costs (``journal``): journals and bytes per second on
+``planner/journal`` (counted by this process's own subscriber, serialized sizes), the goal
+entries per second they carry, snapshots and snapshot requests, and the active planner's CPU for
+journaling (writer thread and scheduler-thread takes, from its diagnostics) as % of a core over
+the sending phase. ``--standby both`` runs each size without a standby, then with one, and
+reports the ratios (``standby_vs_none``: planner CPU under load, inflation mean and p90).
+``--kill-at S`` (with a standby) SIGKILLs the active planner S seconds into the sending phase and
+reports the takeover (``takeover``): the goals in flight at the kill (accepted, no result), how
+many the standby adopted (its ``planner/active`` message), how they ended, and the seconds from
+the kill to the new term's announcement. The goal generator goes on meanwhile (its client
+re-attaches to the new active planner).
+
 Bounded: every size is at most startup (<= 120 s) + idle + duration + drain; defaults (60 s
 sending, 60 s drain) run the three sizes in about 8 minutes here. Every child process is stopped
 in ``finally``.
@@ -54,6 +68,7 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -90,6 +105,8 @@ class Config:
     seed: int = 0
     wakeup_msgs: int = 600
     wakeup: bool = True
+    standby: str = "no"  # no | yes | both
+    kill_at_s: float | None = None
 
 
 def threads_of(pid: int) -> int | None:
@@ -256,7 +273,52 @@ def measure_wakeup(n: int, mode: str, count: int, tmp: Path, rate: float = 200.0
 
 
 # -- one fleet size --------------------------------------------------------------------------------
-def run_size(cfg: Config, n: int, tmp: Path) -> dict[str, Any]:
+class JournalMeter:
+    """``planner/journal`` as a standby sees it, counted in this process: journals, serialized
+    bytes, snapshots, and (from ``planner/active``) the goals a planner adopted at a new term."""
+
+    def __init__(self, node: Any) -> None:
+        from timely_fleet.msg import PlannerJournal, PlannerRole
+
+        from llm_planner_node.ros.failover import journal_qos
+        from llm_planner_node.ros.messages import JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
+
+        self.lock = threading.Lock()
+        self.sizes: list[tuple[float, int]] = []
+        self.roles: list[tuple[float, str, int, list[str]]] = []  # (t, role, term, adopted goal ids)
+        node.create_subscription(PlannerJournal, JOURNAL_TOPIC, self._on_journal, journal_qos(3.0), raw=True)
+        node.create_subscription(PlannerRole, ROLE_TOPIC, self._on_role, LATCHED_QOS)
+
+    def _on_journal(self, raw: bytes) -> None:
+        self.sizes.append((time.monotonic(), len(raw)))  # list.append is atomic
+
+    def _on_role(self, m: Any) -> None:
+        with self.lock:
+            self.roles.append((time.monotonic(), m.role, int(m.term), list(m.adopted_goal_ids)))
+
+    def window(self, t0: float, t1: float) -> dict[str, float]:
+        got = [b for t, b in self.sizes if t0 <= t < t1]
+        dt = max(t1 - t0, 1e-9)
+        return {"journals_per_s": round(len(got) / dt, 1), "bytes_per_s": round(sum(got) / dt),
+                "bytes_max": max(got, default=0)}
+
+    def takeover_after(self, t: float) -> tuple[float, int, list[str]] | None:
+        """The first active role of a term above 1 announced after ``t``: (time, term, adopted)."""
+        with self.lock:
+            for at, role, term, adopted in self.roles:
+                if at >= t and role == "active" and term > 1:
+                    return at, term, adopted
+        return None
+
+
+def _num(values: dict[str, str], key: str) -> float:
+    try:
+        return float(values.get(key, "nan"))
+    except ValueError:
+        return float("nan")
+
+
+def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str, Any]:
     import rclpy
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
@@ -275,25 +337,32 @@ def run_size(cfg: Config, n: int, tmp: Path) -> dict[str, Any]:
     stop_spin = threading.Event()
     spinner = None
     r: dict[str, Any] = {"n": n, "arrivals": len(arrivals), "adapter_procs": cfg.adapter_procs,
-                         "segment_topics": planner_segment_topics(False), "time_scale": cfg.time_scale}
+                         "segment_topics": planner_segment_topics(False), "time_scale": cfg.time_scale,
+                         "standby": standby}
+    tag = f"{n}{'_standby' if standby else ''}"
     try:
         up = [*CLI, "up", "--log-level", "warning", "--params", str(params)]
         t_launch = time.monotonic()
-        procs["planner"] = _start([*up, "--only", "planner"], tmp / f"planner_{n}.log")
+        procs["planner"] = _start([*up, "--only", "planner"], tmp / f"planner_{tag}.log")
+        if standby:
+            procs["standby"] = _start([*up, "--standby"], tmp / f"standby_{tag}.log")
         k_procs = max(1, min(cfg.adapter_procs, n))
         for k in range(k_procs):
             procs[f"adapters_{k + 1}"] = _start([*up, "--only", "adapters", "--time-scale", str(cfg.time_scale),
-                                                 "--robots", f"{k + 1}/{k_procs}"], tmp / f"adapters_{n}_{k + 1}.log")
+                                                 "--robots", f"{k + 1}/{k_procs}"], tmp / f"adapters_{tag}_{k + 1}.log")
         client = GoalClient(ctx, name="fleet_bench_client")
         from diagnostic_msgs.msg import DiagnosticArray
 
-        diag: dict[str, str] = {}  # the planner's last diagnostics values (resends, probes, status delay)
+        diag: dict[str, str] = {}  # the active planner's last diagnostics values (resends, probes, status delay)
+        standby_diag: dict[str, str] = {}  # the standby's
 
         def on_diag(m: Any) -> None:
-            for st in m.status:
-                diag.update({kv.key: kv.value for kv in st.values})
+            for st in m.status:  # "<node name>: <part>": the active planner is llm_planner until a takeover
+                node = st.name.split(":", 1)[0]
+                (standby_diag if node == "llm_planner_standby" else diag).update({kv.key: kv.value for kv in st.values})
 
         client.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+        meter = JournalMeter(client.node)
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(client.node)
 
@@ -322,12 +391,19 @@ def run_size(cfg: Config, n: int, tmp: Path) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the adapters did not come up in 120 s; see {tmp}")
             time.sleep(0.2)
+        if standby:  # the standby follows: it has applied the active planner's snapshot
+            deadline = time.monotonic() + 120
+            while not _num(standby_diag, "replica snapshots applied") >= 1:  # NaN: not reported yet
+                if time.monotonic() > deadline or procs["standby"].poll() is not None:
+                    raise RuntimeError(f"the standby did not follow the active planner; see {tmp}/standby_{tag}.log")
+                time.sleep(0.2)
         r["startup_s"] = round(time.monotonic() - t_launch, 2)
         r["startup_planner_s"] = round(t_planner, 2)
         log(f"N={n}: ready in {r['startup_s']:.1f} s (planner {t_planner:.1f} s); idle {cfg.idle_s:g} s")
         s0 = {name: sample(p.pid) for name, p in procs.items()}
         time.sleep(cfg.idle_s)
         s1 = {name: sample(p.pid) for name, p in procs.items()}
+        j1 = dict(diag)
 
         # -- sending phase ------------------------------------------------------------------------
         rng = random.Random(cfg.seed)
@@ -337,10 +413,17 @@ def run_size(cfg: Config, n: int, tmp: Path) -> dict[str, Any]:
         log(f"N={n}: sending {len(arrivals)} goals over {cfg.duration_s:g} s "
             f"({len(arrivals) / cfg.duration_s:.1f} goals/s)")
         t0 = time.monotonic()
+        kill: dict[str, Any] | None = None
         for a in arrivals:
             delay = t0 + a.t - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
+            if standby and cfg.kill_at_s is not None and kill is None and time.monotonic() - t0 >= cfg.kill_at_s:
+                kill = {"t": time.monotonic(), "in_flight": {h.goal_id: h for _, _, h in sent
+                                                              if h.accepted.is_set() and not h.done},
+                        "planner_cpu_pct": cpu_pct(s1["planner"], sample(procs["planner"].pid))}
+                os.killpg(procs["planner"].pid, signal.SIGKILL)
+                log(f"N={n}: killed the active planner with {len(kill['in_flight'])} goals in flight")
             goal = a.goal
             h = busy.get(goal.robot_id)
             if h is not None and not h.done:
@@ -358,6 +441,7 @@ def run_size(cfg: Config, n: int, tmp: Path) -> dict[str, Any]:
             sent.append((time.monotonic() - t0, goal, h))
         t_send_end = time.monotonic()
         s2 = {name: sample(p.pid) for name, p in procs.items()}
+        j2 = dict(diag)
         drain_end = time.monotonic() + cfg.drain_s
         while time.monotonic() < drain_end and not all(h.done for _, _, h in sent):
             time.sleep(0.2)
@@ -407,6 +491,31 @@ def run_size(cfg: Config, n: int, tmp: Path) -> dict[str, Any]:
             r["inflation_mean"] = r["inflation_p90"] = None
         r["planner_counters"] = {k: diag[k] for k in ("resends", "probes", "status_delay_p99_s", "rejected")
                                  if k in diag}
+        load_s = max(t_send_end - t0, 1e-9)
+        journal = meter.window(t0, t_send_end)
+        for key in ("journals", "entries", "snapshots", "snapshot requests"):
+            journal[f"planner_{key.replace(' ', '_')}"] = _num(j2, f"journal {key}") - _num(j1, f"journal {key}")
+        journal["entries_per_s"] = round(journal["planner_entries"] / load_s, 1)
+        journal["cpu_pct_of_core"] = round(100.0 * (_num(j2, "journal cpu s") - _num(j1, "journal cpu s")) / load_s, 2)
+        journal["standbys_following"] = j2.get("journal standbys following")
+        if standby:
+            journal["replica_gaps"] = _num(standby_diag, "replica sequence gaps")
+            journal["replica_snapshots_applied"] = _num(standby_diag, "replica snapshots applied")
+        r["journal"] = journal
+        if kill is not None:
+            took = meter.takeover_after(kill["t"])
+            in_flight = kill["in_flight"]
+            adopted = set(took[2]) if took else set()
+            ends: dict[str, int] = {}
+            for gid, h in in_flight.items():
+                name = STATUS_NAMES.get(h.result(0).status, "?") if h.done else "no result"
+                ends[name] = ends.get(name, 0) + 1
+            r["takeover"] = {"in_flight_at_kill": len(in_flight), "adopted": len(adopted & set(in_flight)),
+                             "not_adopted": sorted(g[:8] for g in set(in_flight) - adopted),
+                             "adopted_total": len(adopted), "ended": ends,
+                             "takeover_s": None if took is None else round(took[0] - kill["t"], 2),
+                             "term": None if took is None else took[1],
+                             "planner_cpu_pct_before_kill": kill["planner_cpu_pct"]}
         r["processes"] = {}
         for name in procs:
             r["processes"][name] = {
@@ -433,15 +542,37 @@ def run_size(cfg: Config, n: int, tmp: Path) -> dict[str, Any]:
 def run_bench(cfg: Config, tmp: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
                            "wid1_goals_per_robot_s": WID1_GOALS_PER_AGENT_S, "cpus": os.cpu_count(), "sizes": []}
+    modes = {"no": (False,), "yes": (True,), "both": (False, True)}[cfg.standby]
     for n in cfg.sizes:
-        r = run_size(cfg, n, tmp)
-        r["wakeup"] = {}
-        if cfg.wakeup:
-            for mode in ("per_robot", "shared"):
-                r["wakeup"][mode] = measure_wakeup(n, mode, cfg.wakeup_msgs, tmp)
-        out["sizes"].append(r)
-        print_row(r)
+        runs = []
+        for standby in modes:
+            r = run_size(cfg, n, tmp, standby)
+            r["wakeup"] = {}
+            if cfg.wakeup and standby == modes[0]:
+                for mode in ("per_robot", "shared"):
+                    r["wakeup"][mode] = measure_wakeup(n, mode, cfg.wakeup_msgs, tmp)
+            out["sizes"].append(r)
+            runs.append(r)
+            print_row(r)
+        if len(runs) == 2:
+            out.setdefault("standby_vs_none", []).append(standby_ratios(runs[0], runs[1]))
+            print(f"N={n:>5}  with a standby / without: {out['standby_vs_none'][-1]}", flush=True)
     return out
+
+
+def standby_ratios(none: dict[str, Any], with_standby: dict[str, Any]) -> dict[str, Any]:
+    """The run with a standby against the one without, side by side: planner CPU under load and
+    response inflation (mean, p90), each as with / without."""
+    def ratio(a: Any, b: Any) -> float | None:
+        return None if a is None or b is None or not b else round(a / b, 3)
+
+    cpu = (with_standby["processes"]["planner"]["load_cpu_pct"], none["processes"]["planner"]["load_cpu_pct"])
+    return {"n": none["n"], "planner_load_cpu_pct": {"none": cpu[1], "standby": cpu[0]},
+            "planner_cpu_ratio": ratio(*cpu),
+            "inflation_mean": {"none": none.get("inflation_mean"), "standby": with_standby.get("inflation_mean")},
+            "inflation_p90": {"none": none.get("inflation_p90"), "standby": with_standby.get("inflation_p90")},
+            "journal_cpu_pct_of_core": {"none": none["journal"]["cpu_pct_of_core"],
+                                        "standby": with_standby["journal"]["cpu_pct_of_core"]}}
 
 
 def _f(x: Any, fmt: str = "{:.2f}") -> str:
@@ -456,8 +587,18 @@ def print_row(r: dict[str, Any]) -> None:
     print(f"N={r['n']:>5}  sent {r['sent']:>5}  succeeded {r['succeeded']:>5}  TIMEOUT {r['timeout']:>3}  "
           f"lost {r['lost']:>3}  inflation x{_f(r.get('inflation_mean'))} (p90 x{_f(r.get('inflation_p90'))}, "
           f"live {_f(r.get('response_live_mean_s'), '{:.3f}')} s vs sim {_f(r.get('response_sim_mean_s'), '{:.3f}')} s)  "
-          f"start-up {_f(r.get('startup_s'), '{:.1f}')} s  idle CPU {_f(r.get('idle_cpu_pct'), '{:.1f}')}%\n"
+          f"start-up {_f(r.get('startup_s'), '{:.1f}')} s  idle CPU {_f(r.get('idle_cpu_pct'), '{:.1f}')}%"
+          f"{'  (standby following)' if r.get('standby') else ''}\n"
           f"         {procs}\n         wake-up: {wk}", flush=True)
+    j = r.get("journal")
+    if j:
+        print(f"         journal: {j['journals_per_s']:.1f}/s, {j['bytes_per_s'] / 1024:.1f} KiB/s, "
+              f"{j['entries_per_s']:.1f} entries/s, {j['planner_snapshots']:.0f} snapshot(s), "
+              f"{j['cpu_pct_of_core']:.2f}% of a core", flush=True)
+    t = r.get("takeover")
+    if t:
+        print(f"         takeover: {t['adopted']} of {t['in_flight_at_kill']} goals in flight adopted in "
+              f"{_f(t['takeover_s'])} s; they ended {t['ended']}", flush=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -475,6 +616,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wakeup-msgs", type=int, default=d.wakeup_msgs,
                         help="messages per wake-up measurement (default: %(default)s)")
     parser.add_argument("--no-wakeup", action="store_true", help="skip the per-wake-up cost measurement")
+    parser.add_argument("--standby", nargs="?", const="yes", default=d.standby, choices=("no", "yes", "both"),
+                        help="a standby planner follows the active one (both: each size without, then with one)")
+    parser.add_argument("--kill-at", dest="kill_at_s", type=float, default=None, metavar="S",
+                        help="with --standby: SIGKILL the active planner S s into the sending phase")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
 
 
@@ -482,7 +627,11 @@ def run(args: argparse.Namespace) -> int:
     cfg = Config(sizes=tuple(int(x) for x in str(args.sizes).split(",") if x.strip()), duration_s=args.duration_s,
                  drain_s=args.drain_s, idle_s=args.idle_s, time_scale=args.time_scale,
                  adapter_procs=args.adapter_procs, policy=args.policy, security=args.security, seed=args.seed,
-                 wakeup_msgs=args.wakeup_msgs, wakeup=not args.no_wakeup)
+                 wakeup_msgs=args.wakeup_msgs, wakeup=not args.no_wakeup, standby=args.standby,
+                 kill_at_s=args.kill_at_s)
+    if cfg.kill_at_s is not None and cfg.standby == "no":
+        print("timely-fleet bench fleet: --kill-at needs --standby (a standby to take over)", file=sys.stderr)
+        return 2
     r = in_workdir("fleet_bench_", lambda workdir: run_bench(cfg, workdir))
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=2, default=str))

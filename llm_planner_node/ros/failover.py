@@ -1,10 +1,11 @@
 """Active and standby planners over ROS: the journal of the goals in flight and the planner's role.
 
 The active planner publishes its journal (``timely_fleet/PlannerJournal`` on ``planner/journal``:
-reliable, volatile, keep last :data:`JOURNAL_DEPTH`) as deltas: within :data:`JOURNAL_MIN_S` of a
-change (a goal started, a segment sent, a robot's status applied, a goal ended: only those goals),
-and an empty one at least every :data:`JOURNAL_PERIOD_S` (its heartbeat), so what it costs grows
-with the rate of changes, not with the fleet. A snapshot (every goal in flight) goes to a standby
+reliable, volatile, keep last :data:`JOURNAL_DEPTH`) as deltas: every :data:`JOURNAL_PERIOD_S`
+the goals that changed since the last one (a goal started or re-planned, a segment sent, a
+segment reported ended: only those goals, and the ids of those that ended; empty, it is the
+heartbeat), and within :data:`JOURNAL_MIN_S` when the action server accepted goals (so a takeover
+keeps them), so what it costs grows with the rate of changes, not with the fleet. A snapshot (every goal in flight) goes to a standby
 that asks for one (``timely_fleet/JournalAck`` on ``planner/journal_ack``: it started late, or a gap
 in the journals' sequence numbers shows it missed one) and, while a standby follows, every
 :data:`SNAPSHOT_PERIOD_S`. With no standby following (none announced on ``planner/active`` for
@@ -45,19 +46,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, LivelinessPolicy, QoSProfile, ReliabilityPolicy
-from timely_fleet.msg import JournalAck, JournalGoal, PlannerJournal, PlannerRole, SkillAnswer, SkillSegment
+from timely_fleet.msg import JournalAck, JournalGoal, PlannerJournal, PlannerRole
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
 from llm_planner_node.core.task_model import Progress, Segment
 from llm_planner_node.ros.messages import JOURNAL_ACK_TOPIC, JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
-from llm_planner_node.ros.robot_link import skill_msgs
 from llm_planner_node.security.signing import Counter, RobotKey, mac_bytes, message_fields, sign, verify
 from llm_planner_node.service.ports import GoalIn
 from llm_planner_node.service.takeover import JournalEntry, JournalReplica, aged
 
-#: The active planner's journal goes out at least this often (an empty delta when nothing changed:
-#: a standby's silence clock is measured against it), and, after a change, within JOURNAL_MIN_S (at
-#: most that often: a burst of changes makes one delta, not one each).
+#: The active planner's journal goes out this often (the changes since the last one, batched; an
+#: empty delta when nothing changed: a standby's silence clock is measured against it), and within
+#: JOURNAL_MIN_S of a goal the action server accepted.
 JOURNAL_PERIOD_S = 0.2
 JOURNAL_MIN_S = 0.05
 #: While a standby follows, a snapshot of every goal in flight goes out this often (a delta the
@@ -119,31 +119,42 @@ def _unrel(ts: Any) -> tuple[float | None, ...]:
     return tuple(None if t < 0 else float(t) for t in ts)
 
 
+def _progress_fields(e: JournalEntry) -> dict[str, Any]:
+    """The fields of a ``JournalGoal`` every entry carries: the goal's progress, flattened."""
+    p = e.progress
+    skill_names: list[str] = []
+    arg_counts: list[int] = []
+    args: list[str] = []
+    for seg in p.segments:
+        for c in seg.calls:
+            skill_names.append(c.name)
+            arg_counts.append(len(c.args))
+            args.extend(str(a) for a in c.args)
+    answers = [(p.seq_base + k, n, v) for k in sorted(p.answers) for n, v in p.answers[k]]
+    return dict(
+        goal_id=e.goal_id, robot_id=e.goal.robot_id, age_s=e.age_s, seq_base=p.seq_base, generated=p.generated,
+        truncated=p.truncated, segment_texts=[seg.text for seg in p.segments],
+        segment_final=[bool(seg.final) for seg in p.segments], segment_skills=[len(seg.calls) for seg in p.segments],
+        skill_names=skill_names, skill_arg_counts=arg_counts, skill_args=args,
+        segment_tokens=[len(seg.token_ids) for seg in p.segments], token_ids=list(p.token_ids),
+        gen_start_s=_rel(p.gen_start), gen_end_s=_rel(p.gen_end), dispatched_s=_rel(p.dispatched_at),
+        exec_start_s=_rel(p.exec_start), exec_end_s=_rel(p.exec_end),
+        answer_segments=[k for k, _, _ in answers], answer_skills=[n for _, n, _ in answers],
+        answer_values=[v for _, _, v in answers],
+        has_return_value=p.return_value is not None, return_value=p.return_value or "")
+
+
 def entry_msg(e: JournalEntry) -> Any:
     """A journal entry as a ``JournalGoal`` message (a progress-only entry leaves the static fields
     empty)."""
-    g, p = e.goal, e.progress
-    segs = [SkillSegment(goal_id=e.goal_id, robot_id=g.robot_id, sequence=p.seq_base + s.index, text=s.text,
-                         skills=skill_msgs(s.calls, g.skill_set or None), final=s.final) for s in p.segments]
-    answers = [SkillAnswer(segment=p.seq_base + k, skill=n, value=v) for k in sorted(p.answers) for n, v in p.answers[k]]
     if e.progress_only:
-        return JournalGoal(
-            progress_only=True, goal_id=e.goal_id, robot_id=g.robot_id, age_s=e.age_s, seq_base=p.seq_base,
-            generated=p.generated, truncated=p.truncated, segments=segs,
-            segment_tokens=[len(s.token_ids) for s in p.segments], token_ids=list(p.token_ids),
-            gen_start_s=_rel(p.gen_start), gen_end_s=_rel(p.gen_end), dispatched_s=_rel(p.dispatched_at),
-            exec_start_s=_rel(p.exec_start), exec_end_s=_rel(p.exec_end), answers=answers,
-            has_return_value=p.return_value is not None, return_value=p.return_value or "")
+        return JournalGoal(progress_only=True, **_progress_fields(e))
+    g, p = e.goal, e.progress
     return JournalGoal(
-        goal_id=e.goal_id, robot_id=g.robot_id, robot_kind=g.robot_kind, task_type=g.task_type,
-        instruction=g.instruction, skill_set=g.skill_set, ert_s=g.ert_s, alpha=g.alpha, beta=g.beta,
-        max_tokens=g.max_tokens, cancel_key_sha256=e.cancel_key_sha256, age_s=e.age_s, scene=list(e.scene or ()),
-        prompt_token_ids=list(e.prompt_token_ids), seq_base=p.seq_base, earlier_plans=list(p.earlier_plans),
-        replans=e.replans, generated=p.generated, truncated=p.truncated, segments=segs,
-        segment_tokens=[len(s.token_ids) for s in p.segments], token_ids=list(p.token_ids),
-        gen_start_s=_rel(p.gen_start), gen_end_s=_rel(p.gen_end), dispatched_s=_rel(p.dispatched_at),
-        exec_start_s=_rel(p.exec_start), exec_end_s=_rel(p.exec_end), answers=answers,
-        has_return_value=p.return_value is not None, return_value=p.return_value or "")
+        robot_kind=g.robot_kind, task_type=g.task_type, instruction=g.instruction, skill_set=g.skill_set,
+        ert_s=g.ert_s, alpha=g.alpha, beta=g.beta, max_tokens=g.max_tokens, cancel_key_sha256=e.cancel_key_sha256,
+        scene=list(e.scene or ()), prompt_token_ids=list(e.prompt_token_ids), earlier_plans=list(p.earlier_plans),
+        replans=e.replans, **_progress_fields(e))
 
 
 def entry_of_msg(m: Any) -> JournalEntry:
@@ -153,19 +164,27 @@ def entry_of_msg(m: Any) -> JournalEntry:
     skill_set = DEFAULT_SKILL_SETS.get(m.skill_set) if m.skill_set else None
     if m.skill_set and skill_set is None:
         raise ValueError(f"unknown skill set {m.skill_set!r}")
-    counts = list(m.segment_tokens)
+    texts, finals, per_seg, counts = list(m.segment_texts), list(m.segment_final), list(m.segment_skills), list(m.segment_tokens)
+    names, arg_counts, args = list(m.skill_names), list(m.skill_arg_counts), list(m.skill_args)
     ids = [int(t) for t in m.token_ids]
-    if len(counts) != len(m.segments) or sum(counts) != len(ids):
+    if not len(texts) == len(finals) == len(per_seg) == len(counts) or sum(counts) != len(ids):
         raise ValueError("segment token counts do not add up to the generation's token ids")
-    segs, at = [], 0
-    for k, (s, n) in enumerate(zip(m.segments, counts, strict=True)):
-        calls = tuple(skill_set.validate(sk.name, list(sk.arg_values)) if skill_set is not None
-                      else SkillCall(sk.name, tuple(sk.arg_values)) for sk in s.skills)
-        segs.append(Segment(k, s.text, calls, tuple(ids[at:at + n]), bool(s.final)))
-        at += n
+    if sum(per_seg) != len(names) or len(arg_counts) != len(names) or sum(arg_counts) != len(args):
+        raise ValueError("the segments' skill calls do not add up")
+    segs, at, call, arg = [], 0, 0, 0
+    for k, (text, final, n_calls, n_tokens) in enumerate(zip(texts, finals, per_seg, counts, strict=True)):
+        calls = []
+        for _ in range(n_calls):
+            values = args[arg:arg + arg_counts[call]]
+            calls.append(skill_set.validate(names[call], values) if skill_set is not None
+                         else SkillCall(names[call], tuple(values)))
+            arg += arg_counts[call]
+            call += 1
+        segs.append(Segment(k, text, tuple(calls), tuple(ids[at:at + n_tokens]), bool(final)))
+        at += n_tokens
     answers: dict[int, list[tuple[str, str]]] = {}
-    for a in m.answers:
-        answers.setdefault(int(a.segment) - int(m.seq_base), []).append((a.skill, a.value))
+    for seq, skill, value in zip(m.answer_segments, m.answer_skills, m.answer_values, strict=True):
+        answers.setdefault(int(seq) - int(m.seq_base), []).append((skill, value))
     progress = Progress(segments=tuple(segs), gen_start=_unrel(m.gen_start_s), gen_end=_unrel(m.gen_end_s),  # type: ignore[arg-type]
                         dispatched_at=_unrel(m.dispatched_s), exec_start=_unrel(m.exec_start_s),
                         exec_end=_unrel(m.exec_end_s), generated=bool(m.generated), truncated=bool(m.truncated),

@@ -725,9 +725,9 @@ class PlannerNode(LifecycleNode):
 
     def _journal_tick(self, service: PlannerService, link: FailoverLink) -> None:
         """The active planner's journal (docs/guides/failover.md): while a standby follows, a
-        delta of the goals that changed every JOURNAL_MIN_S (the writer publishes it if it holds
-        anything, or as the heartbeat) and a snapshot when one is due; with none following, only
-        the heartbeat, every JOURNAL_PERIOD_S. Each goes through the scheduler thread (a planner
+        delta of the goals that changed every JOURNAL_PERIOD_S (empty, it is the heartbeat), within
+        JOURNAL_MIN_S when goals were accepted (a takeover then keeps them), and a snapshot when
+        one is due; with none following, only the heartbeat, every JOURNAL_PERIOD_S. Each goes through the scheduler thread (a planner
         whose scheduler is stuck falls silent and is taken over), which only takes the entries."""
         if self._journal_posted:
             return  # the last take is still queued behind the scheduler's work
@@ -743,7 +743,8 @@ class PlannerNode(LifecycleNode):
                 self._unjournaled.clear()
             snapshot = snapshot or following  # a standby (again): it starts from a snapshot
         since = now - self._journal_last_take
-        if not (snapshot or (following and since >= JOURNAL_MIN_S) or since >= JOURNAL_PERIOD_S):
+        fresh = following and bool(self._unjournaled)  # goals accepted since the last take
+        if not (snapshot or since >= JOURNAL_PERIOD_S or (fresh and since >= JOURNAL_MIN_S)):
             return
         self._journal_posted, self._journal_last_take = True, now
         term = self.term

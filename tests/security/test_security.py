@@ -3,6 +3,8 @@ replay protection and the drop counts of the verifier."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hashlib
 import json
 import math
@@ -296,6 +298,38 @@ def test_rotation_changes_key_and_is_seen_by_a_running_keystore(tmp_path):
     assert other_process.key("tello_1") == new     # re-read because the file changed
     assert stat.S_IMODE((tmp_path / "tello_1.key").stat().st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["tello_1.key"]  # no temporary files left
+
+
+def test_a_key_edited_in_place_is_seen_within_file_recheck_and_the_directory_is_looked_at_once_per_recheck(tmp_path):
+    """A rename into the directory (rotation) is seen within recheck_s; a file rewritten in place
+    (the directory unchanged) after FILE_RECHECK x recheck_s; meanwhile many robots' keys cost
+    one look at the directory per recheck_s, not a stat of each file."""
+    ks = Keystore(tmp_path / "a")
+    ks.ensure(["tello_1", "tello_2"])
+    t = [100.0]
+    reader = Keystore(tmp_path / "a", recheck_s=1.0, clock=lambda: t[0])
+    old = reader.key("tello_1")
+    reader.key("tello_2")
+    elsewhere = Keystore(tmp_path / "b")
+    elsewhere.ensure(["tello_1"])
+    (tmp_path / "a" / "tello_1.key").write_text((tmp_path / "b" / "tello_1.key").read_text())  # in place
+    stats = []
+    real_stat = Path.stat
+
+    def counting_stat(self, *a, **kw):
+        stats.append(self.name)
+        return real_stat(self, *a, **kw)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(Path, "stat", counting_stat):
+        for step in range(1, 10):  # 9 s: the directory looked at once a second, no key file
+            t[0] = 100.0 + step + 0.05
+            assert reader.key("tello_1") == old and reader.key("tello_2").robot_id == "tello_2"
+        assert stats == ["a"] * 9
+        t[0] = 110.1
+        assert reader.key("tello_1") == elsewhere.key("tello_1")  # FILE_RECHECK x recheck_s: read again
+    assert Keystore.FILE_RECHECK == 10
 
 
 def test_a_key_file_readable_by_others_or_tampered_is_refused(tmp_path):

@@ -84,6 +84,9 @@ from llm_planner_node.tools.bench.faults_bench import CLI, STATUS_NAMES, TIMEOUT
 SUCCEEDED = 0
 WID1_EPS_PER_AGENT = 0.25 / 25  # WID1: 0.25 events/s for 25 agents, 4.5 tasks per event on average
 WID1_GOALS_PER_AGENT_S = WID1_EPS_PER_AGENT * 4.5  # 0.045
+#: a kill's goals sent this shortly before it may not be in a journal yet (a delta follows a new goal
+#: within 0.05 s, after the action server accepted it): reported apart
+RECENT_S = 0.25
 REQUIRED_KEYS = ("n", "sent", "succeeded", "timeout", "lost", "inflation_mean", "startup_s", "processes",
                  "idle_cpu_pct", "wakeup")
 
@@ -106,6 +109,7 @@ class Config:
     wakeup_msgs: int = 600
     wakeup: bool = True
     standby: str = "no"  # no | yes | both
+    standby_nice: int = 10
     kill_at_s: float | None = None
 
 
@@ -345,7 +349,10 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
         t_launch = time.monotonic()
         procs["planner"] = _start([*up, "--only", "planner"], tmp / f"planner_{tag}.log")
         if standby:
-            procs["standby"] = _start([*up, "--standby"], tmp / f"standby_{tag}.log")
+            # at a lower CPU priority (nice): on one shared host, a standby's following must not
+            # take CPU from the active planner's goals (on its own host it need not be niced)
+            nice = ["nice", "-n", str(cfg.standby_nice)] if cfg.standby_nice else []
+            procs["standby"] = _start([*nice, *up, "--standby"], tmp / f"standby_{tag}.log")
         k_procs = max(1, min(cfg.adapter_procs, n))
         for k in range(k_procs):
             procs[f"adapters_{k + 1}"] = _start([*up, "--only", "adapters", "--time-scale", str(cfg.time_scale),
@@ -403,6 +410,7 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
         s0 = {name: sample(p.pid) for name, p in procs.items()}
         time.sleep(cfg.idle_s)
         s1 = {name: sample(p.pid) for name, p in procs.items()}
+        me1 = (time.process_time(), time.monotonic())  # this process: the goal client and the meters
         j1 = dict(diag)
 
         # -- sending phase ------------------------------------------------------------------------
@@ -413,17 +421,23 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
         log(f"N={n}: sending {len(arrivals)} goals over {cfg.duration_s:g} s "
             f"({len(arrivals) / cfg.duration_s:.1f} goals/s)")
         t0 = time.monotonic()
-        kill: dict[str, Any] | None = None
+        kill: dict[str, Any] = {}
+        kill_at = t0 + cfg.kill_at_s if standby and cfg.kill_at_s is not None else None
+
+        def kill_active() -> None:
+            """SIGKILL the active planner's process group; note the goals in flight (accepted, no result)."""
+            kill.update(t=time.monotonic(), in_flight={h.goal_id: h for _, _, h in sent if h.accepted.is_set() and not h.done},
+                        planner_cpu_pct=cpu_pct(s1["planner"], sample(procs["planner"].pid)))
+            os.killpg(procs["planner"].pid, signal.SIGKILL)
+            log(f"N={n}: killed the active planner with {len(kill['in_flight'])} goals in flight")
+
         for a in arrivals:
+            if kill_at is not None and not kill and t0 + a.t >= kill_at:
+                time.sleep(max(0.0, kill_at - time.monotonic()))
+                kill_active()
             delay = t0 + a.t - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            if standby and cfg.kill_at_s is not None and kill is None and time.monotonic() - t0 >= cfg.kill_at_s:
-                kill = {"t": time.monotonic(), "in_flight": {h.goal_id: h for _, _, h in sent
-                                                              if h.accepted.is_set() and not h.done},
-                        "planner_cpu_pct": cpu_pct(s1["planner"], sample(procs["planner"].pid))}
-                os.killpg(procs["planner"].pid, signal.SIGKILL)
-                log(f"N={n}: killed the active planner with {len(kill['in_flight'])} goals in flight")
             goal = a.goal
             h = busy.get(goal.robot_id)
             if h is not None and not h.done:
@@ -439,8 +453,12 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
                             max_tokens=int(goal.max_tokens))
             busy[goal.robot_id] = h
             sent.append((time.monotonic() - t0, goal, h))
+        if kill_at is not None and not kill and kill_at <= t0 + cfg.duration_s:  # after the last goal was sent
+            time.sleep(max(0.0, kill_at - time.monotonic()))
+            kill_active()
         t_send_end = time.monotonic()
         s2 = {name: sample(p.pid) for name, p in procs.items()}
+        me2 = (time.process_time(), time.monotonic())
         j2 = dict(diag)
         drain_end = time.monotonic() + cfg.drain_s
         while time.monotonic() < drain_end and not all(h.done for _, _, h in sent):
@@ -502,7 +520,7 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
             journal["replica_gaps"] = _num(standby_diag, "replica sequence gaps")
             journal["replica_snapshots_applied"] = _num(standby_diag, "replica snapshots applied")
         r["journal"] = journal
-        if kill is not None:
+        if kill:
             took = meter.takeover_after(kill["t"])
             in_flight = kill["in_flight"]
             adopted = set(took[2]) if took else set()
@@ -510,7 +528,10 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
             for gid, h in in_flight.items():
                 name = STATUS_NAMES.get(h.result(0).status, "?") if h.done else "no result"
                 ends[name] = ends.get(name, 0) + 1
+            recent = {gid for gid, h in in_flight.items() if kill["t"] - h.sent_at <= RECENT_S}
             r["takeover"] = {"in_flight_at_kill": len(in_flight), "adopted": len(adopted & set(in_flight)),
+                             "in_flight_sent_last_s": {"s": RECENT_S, "goals": len(recent),
+                                                       "adopted": len(adopted & recent)},
                              "not_adopted": sorted(g[:8] for g in set(in_flight) - adopted),
                              "adopted_total": len(adopted), "ended": ends,
                              "takeover_s": None if took is None else round(took[0] - kill["t"], 2),
@@ -525,6 +546,9 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
                 "peak_rss_mib": round(s3[name].get("peak_rss_mib", 0.0), 1),
                 "threads_idle": s1[name].get("threads"), "threads_load": s2[name].get("threads")}
         r["idle_cpu_pct"] = round(sum(p["idle_cpu_pct"] or 0.0 for p in r["processes"].values()), 1)
+        r["bench_client_load_cpu_pct"] = round(100.0 * (me2[0] - me1[0]) / max(me2[1] - me1[1], 1e-9), 1)
+        r["machine_load_cpu_pct"] = round(r["bench_client_load_cpu_pct"] + sum(
+            p["load_cpu_pct"] or 0.0 for p in r["processes"].values()), 1)
     finally:
         stop_spin.set()
         if spinner is not None:
@@ -588,7 +612,8 @@ def print_row(r: dict[str, Any]) -> None:
           f"lost {r['lost']:>3}  inflation x{_f(r.get('inflation_mean'))} (p90 x{_f(r.get('inflation_p90'))}, "
           f"live {_f(r.get('response_live_mean_s'), '{:.3f}')} s vs sim {_f(r.get('response_sim_mean_s'), '{:.3f}')} s)  "
           f"start-up {_f(r.get('startup_s'), '{:.1f}')} s  idle CPU {_f(r.get('idle_cpu_pct'), '{:.1f}')}%"
-          f"{'  (standby following)' if r.get('standby') else ''}\n"
+          f"{'  (standby following)' if r.get('standby') else ''}; under load, all processes and this one: "
+          f"{_f(r.get('machine_load_cpu_pct'), '{:.0f}')}% of {os.cpu_count()} cores\n"
           f"         {procs}\n         wake-up: {wk}", flush=True)
     j = r.get("journal")
     if j:
@@ -618,6 +643,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-wakeup", action="store_true", help="skip the per-wake-up cost measurement")
     parser.add_argument("--standby", nargs="?", const="yes", default=d.standby, choices=("no", "yes", "both"),
                         help="a standby planner follows the active one (both: each size without, then with one)")
+    parser.add_argument("--standby-nice", type=int, default=d.standby_nice,
+                        help="the standby's niceness on this shared host (default: %(default)s; 0: as the active planner)")
     parser.add_argument("--kill-at", dest="kill_at_s", type=float, default=None, metavar="S",
                         help="with --standby: SIGKILL the active planner S s into the sending phase")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
@@ -628,7 +655,7 @@ def run(args: argparse.Namespace) -> int:
                  drain_s=args.drain_s, idle_s=args.idle_s, time_scale=args.time_scale,
                  adapter_procs=args.adapter_procs, policy=args.policy, security=args.security, seed=args.seed,
                  wakeup_msgs=args.wakeup_msgs, wakeup=not args.no_wakeup, standby=args.standby,
-                 kill_at_s=args.kill_at_s)
+                 standby_nice=args.standby_nice, kill_at_s=args.kill_at_s)
     if cfg.kill_at_s is not None and cfg.standby == "no":
         print("timely-fleet bench fleet: --kill-at needs --standby (a standby to take over)", file=sys.stderr)
         return 2

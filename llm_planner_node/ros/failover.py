@@ -197,12 +197,36 @@ def entry_of_msg(m: Any) -> JournalEntry:
                         replans=int(m.replans), cancel_key_sha256=m.cancel_key_sha256)
 
 
-def sign_journal(msg: Any, key: RobotKey | None, counter: Counter, kind: str = "journal") -> Any:
+#: The journal's writer lets other threads take the GIL after this much work on a delta (s): a
+#: thread that waits for a busy one otherwise waits Python's switch interval (5 ms) each time.
+#: A snapshot is written without pauses: it is rare, and each pause costs the writer up to a
+#: switch interval to get the GIL back (1,000 goals' pauses would delay the heartbeat seconds).
+WRITER_SLICE_S = 0.002
+
+
+class GilSlices:
+    """``pause()`` gives the GIL away (``time.sleep(0)``) once ``slice_s`` of work has passed since
+    the last time: the scheduler thread waits at most a slice for a busy writer."""
+
+    def __init__(self, slice_s: float = WRITER_SLICE_S) -> None:
+        self.slice_s = slice_s
+        self._since = time.perf_counter()
+
+    def pause(self) -> None:
+        now = time.perf_counter()
+        if now - self._since >= self.slice_s:
+            time.sleep(0)
+            self._since = time.perf_counter()
+
+
+def sign_journal(msg: Any, key: RobotKey | None, counter: Counter, kind: str = "journal",
+                 between: Callable[[], None] | None = None) -> Any:
     """Sign a journal, or a journal acknowledgement (``kind`` ``journal_ack``), with one MAC over
-    the whole message (unsigned when ``key`` is None: ``security.mode: off``)."""
+    the whole message (unsigned when ``key`` is None: ``security.mode: off``); ``between()`` is
+    called after each goal it encodes (:class:`GilSlices`)."""
     if key is not None:
         c = counter.next()
-        fields = message_fields(msg)
+        fields = message_fields(msg, between)
         msg.key_id, msg.counter, msg.mac = key.key_id, c, list(sign(key, kind, fields, c))
     return msg
 
@@ -337,17 +361,20 @@ class FailoverLink:
             now = time.monotonic()
             if not (out.snapshot or out.entries or out.ended) and now - self.last_published < JOURNAL_PERIOD_S * 0.9:
                 return False
+            pause = None if out.snapshot else GilSlices().pause
             goals = []
             for e in out.entries:
                 m = entry_msg(e)
                 if not e.progress_only:
                     m.cancel_key_sha256 = out.cancel_keys.get(e.goal_id, "")
                 goals.append(m)
+                if pause is not None:
+                    pause()
             self._sequence += 1
             msg = PlannerJournal(stamp=self._node.get_clock().now().to_msg(), node=self._name, term=out.term,
                                  sequence=self._sequence, snapshot=out.snapshot, lease_s=float(self.lease_s),
                                  link_counter=self._counter.last, goals=goals, ended_goal_ids=list(out.ended))
-            self._journal_pub.publish(sign_journal(msg, self._key, self._counter))
+            self._journal_pub.publish(sign_journal(msg, self._key, self._counter, between=pause))
             self.last_published = now
             st = self.stats
             st.journals += 1

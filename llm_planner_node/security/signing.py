@@ -522,11 +522,12 @@ def _fields_of(cls: type) -> tuple[str, ...]:
     return names
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, between: Callable[[], None] | None = None) -> Any:
     """A ROS message value as JSON-able data: a message as the list of its field values in
-    definition order, floats as their ``repr`` strings."""
+    definition order, floats as their ``repr`` strings. ``between()`` is called after each
+    message of a sequence of messages (a long journal's goals)."""
     if hasattr(value, "get_fields_and_field_types"):
-        return [_plain(getattr(value, k)) for k in _fields_of(type(value))]
+        return [_plain(getattr(value, k), between) for k in _fields_of(type(value))]
     kind = type(value)
     if kind.__name__ == "array":  # a sequence of numbers: one C call, not one per element
         items = value.tolist()
@@ -534,19 +535,27 @@ def _plain(value: Any) -> Any:
     if kind is list or kind is tuple or kind.__name__ == "ndarray":
         if all(type(v) in _AS_IS for v in value):  # strings, integers: JSON as they are
             return list(value)
-        return [_plain(v) for v in value]
+        if between is None:
+            return [_plain(v) for v in value]
+        out = []
+        for v in value:
+            out.append(_plain(v))
+            between()
+        return out
     if kind is float:
         return repr(value)
     return value
 
 
-def message_fields(msg: Any) -> bytes:
+def message_fields(msg: Any, between: Callable[[], None] | None = None) -> bytes:
     """The signed bytes of a whole ROS message (the planner journal and its acknowledgements):
     every field but the signature's (``key_id``, ``counter``, ``mac``), nested messages and
     sequences included, as canonical JSON (each message a list of its field values in the order
     of its definition, which the signer and the verifier share; floats by ``repr``). Not its CDR
-    serialization: that may differ between sender and receiver in its padding bytes."""
-    return json.dumps(_plain(msg), separators=(",", ":")).encode()
+    serialization: that may differ between sender and receiver in its padding bytes.
+    ``between()``: called after each message of a sequence of messages (where the journal's
+    writer may let the scheduler thread take the GIL)."""
+    return json.dumps(_plain(msg, between), separators=(",", ":")).encode()
 
 
 def _sign_msg(msg: Any, key: RobotKey, counter: int, kind: str, fields: bytes) -> Any:

@@ -516,7 +516,10 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
         journal["entries_per_s"] = round(journal["planner_entries"] / load_s, 1)
         journal["cpu_pct_of_core"] = round(100.0 * (_num(j2, "journal cpu s") - _num(j1, "journal cpu s")) / load_s, 2)
         journal["standbys_following"] = j2.get("journal standbys following")
-        if standby:
+        if standby:  # a standby that took over with no kill judged a living planner silent
+            with meter.lock:
+                journal["unprovoked_takeovers"] = sum(1 for at, role, term, _ in meter.roles if role == "active"
+                                                      and term > 1 and (not kill or at < kill["t"]))
             journal["replica_gaps"] = _num(standby_diag, "replica sequence gaps")
             journal["replica_snapshots_applied"] = _num(standby_diag, "replica snapshots applied")
         r["journal"] = journal
@@ -619,7 +622,9 @@ def print_row(r: dict[str, Any]) -> None:
     if j:
         print(f"         journal: {j['journals_per_s']:.1f}/s, {j['bytes_per_s'] / 1024:.1f} KiB/s, "
               f"{j['entries_per_s']:.1f} entries/s, {j['planner_snapshots']:.0f} snapshot(s), "
-              f"{j['cpu_pct_of_core']:.2f}% of a core", flush=True)
+              f"{j['cpu_pct_of_core']:.2f}% of a core"
+              + (f"; {j['unprovoked_takeovers']} unprovoked takeover(s)" if j.get("unprovoked_takeovers") else ""),
+              flush=True)
     t = r.get("takeover")
     if t:
         print(f"         takeover: {t['adopted']} of {t['in_flight_at_kill']} goals in flight adopted in "

@@ -42,6 +42,7 @@ def test_tiny_fleet_bench_loses_no_goal_and_reports_every_number(tmp_path):
         assert size["processes"][name]["rss_mib"] > 0 and size["processes"][name]["threads_load"] > 0
     journal = size["journal"]
     assert journal["journals_per_s"] > 0 and journal["bytes_per_s"] > 0 and journal["replica_snapshots_applied"] >= 1
+    assert journal["unprovoked_takeovers"] == 0
     t = size["takeover"]
     assert t["takeover_s"] is not None and t["takeover_s"] < 3.0  # within the robots' lease
     assert t["in_flight_at_kill"] > 0

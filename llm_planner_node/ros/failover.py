@@ -104,7 +104,7 @@ def journal_node_of(raw: bytes) -> str | None:
     deserializing the journal; None if the bytes do not hold one."""
     if len(raw) < 16:
         return None
-    little = raw[1] == 1  # encapsulation CDR_LE (0x0001) or CDR_BE (0x0000)
+    little = bool(raw[1] & 1)  # encapsulation: its low bit says little-endian (CDR_LE 0x0001, CDR2_LE 0x0007)
     n = int.from_bytes(raw[12:16], "little" if little else "big")
     if n < 1 or 16 + n > len(raw):
         return None
@@ -292,7 +292,8 @@ class FailoverLink:
         self._on_higher_term = on_higher_term
         self.lease_s = lease_s
         self._sequence = 0
-        self._lock = threading.Lock()  # sequence numbers and publication order; the shared dicts
+        self._lock = threading.Lock()  # the dicts the executor and the writer share (held briefly)
+        self._publish_lock = threading.Lock()  # sequence numbers and publication order
         self.heard: Heard | None = None
         self.replica = JournalReplica()
         self.drops: dict[str, int] = {}
@@ -357,7 +358,7 @@ class FailoverLink:
         """Serialize, sign and publish ``out`` on the calling thread (the writer's; a takeover's
         first journal); an empty delta only when the heartbeat is due. True if published."""
         t0 = time.thread_time()
-        with self._lock:
+        with self._publish_lock:  # not the executor's lock: a snapshot takes a while to write
             now = time.monotonic()
             if not (out.snapshot or out.entries or out.ended) and now - self.last_published < JOURNAL_PERIOD_S * 0.9:
                 return False

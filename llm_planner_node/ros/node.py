@@ -783,7 +783,7 @@ class PlannerNode(LifecycleNode):
                     fresh.append(JournalEntry(goal_id=goal_id, goal=GoalIn.of(handle.request), age_s=max(0.0, now - at)))
         entries = take.entries + tuple(fresh)
         link.write(JournalOut(term, take.snapshot, entries, () if take.snapshot else ended,
-                              {e.goal_id: self._cancel_keys[e.goal_id] for e in entries if e.goal_id in self._cancel_keys},
+                              {e.goal_id: key for e in entries if (key := self._cancel_keys.get(e.goal_id))},
                               take.cpu_s))
 
     def take_over(self, why: str) -> list[str]:

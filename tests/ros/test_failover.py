@@ -62,6 +62,18 @@ def test_a_signed_journal_verifies_after_serialization_and_a_changed_one_does_no
     assert journal_problem(unsigned, None) is None  # security.mode off: nothing to check
 
 
+def test_a_planner_tells_its_own_journal_by_the_node_field_of_the_serialized_bytes():
+    from rclpy.serialization import serialize_message
+    from timely_fleet.msg import PlannerJournal
+
+    from llm_planner_node.ros.failover import entry_msg, journal_node_of
+
+    for node in ("/llm_planner@host:1234", "/ns/llm_planner_standby@vm:7", "p"):
+        raw = serialize_message(PlannerJournal(node=node, term=3, goals=[entry_msg(_entry())]))
+        assert journal_node_of(raw) == node
+    assert journal_node_of(b"\x00\x01\x00\x00") is None  # too short: deserialized and checked instead
+
+
 def test_standbys_take_over_in_the_order_of_their_names_and_a_tie_at_one_term_leaves_one_active(ros_context):
     import time
 

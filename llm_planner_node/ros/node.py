@@ -38,7 +38,7 @@ from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
 from rclpy.publisher import Publisher
 from rclpy.serialization import deserialize_message
-from rclpy.subscription import ContentFilterOptions, Subscription
+from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 from timely_fleet.action import PlanTask
 from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus, SkillSegment
@@ -317,35 +317,20 @@ class PlannerNode(LifecycleNode):
         self._stats_pub = self.create_publisher(PlannerStats, STATS_TOPIC, 10)
         self._goal_pub = self.create_publisher(GoalRecord, GOALS_TOPIC, STATUS_QOS)
         self._result_pub = self.create_publisher(GoalResult, RESULTS_TOPIC, STATUS_QOS)
-        self._status_subs = self._status_subscriptions(vitals_only=self.role == STANDBY)
+        if params.security.per_robot_topics:  # one topic per robot: access control can tell them apart
+            self._status_subs = [
+                draining_subscription(self.status_node, RobotStatus, status_topic(rid),
+                                      lambda m, rid=rid: self._on_status_raw(m, rid), STATUS_READER_QOS, raw=True)
+                for rid in robot_ids]
+        else:
+            self._status_subs = [draining_subscription(self.status_node, RobotStatus, STATUS_TOPIC,
+                                                       self._on_status_raw, STATUS_READER_QOS, raw=True)]
         # the planner's lease (core/link.py): robots running a goal hear from it at least every
         # lease_s / 6 (a segment, a stop or a heartbeat), else their adapters stop them; so often
         # that a standby taking over after lease_s / 2 of silence still reaches them in time
         # (silence before a crash at most lease_s / 4, + lease_s / 2, well inside lease_s)
         if params.security.lease_s > 0:
             self._heartbeat_timer = self.create_timer(params.security.lease_s / 12, self._heartbeat)
-
-    def _status_subscriptions(self, vitals_only: bool) -> list[Subscription]:
-        """The robots' status subscriptions; ``vitals_only`` (a standby: it has no goal a status
-        could be about) takes only the idle robots' reports, filtered by DDS (a content filter
-        on ``goal_id``), so a standby does not read the fleet's goal statuses, 1,000 robots' worth
-        a second. Where the middleware has no content filters every status arrives, as for an
-        active planner."""
-        params = self.params
-        cf = ContentFilterOptions("goal_id = %0", [f"'{VITALS_GOAL_ID}'"]) if vitals_only else None
-        if params.security.per_robot_topics:  # one topic per robot: access control can tell them apart
-            return [draining_subscription(self.status_node, RobotStatus, status_topic(r.id),
-                                          lambda m, rid=r.id: self._on_status_raw(m, rid), STATUS_READER_QOS, raw=True,
-                                          content_filter=cf)
-                    for r in params.robots]
-        return [draining_subscription(self.status_node, RobotStatus, STATUS_TOPIC, self._on_status_raw,
-                                      STATUS_READER_QOS, raw=True, content_filter=cf)]
-
-    def _read_every_status(self) -> None:
-        """A standby becoming active: its status subscriptions take goal statuses too."""
-        old, self._status_subs = self._status_subs, self._status_subscriptions(vitals_only=False)
-        for sub in old:
-            self.status_node.destroy_subscription(sub)
 
     def _destroy_entities(self) -> None:
         """Destroy what :meth:`_create_entities` created (nothing while the node is unconfigured)."""
@@ -799,19 +784,18 @@ class PlannerNode(LifecycleNode):
         journal = heard.msg if heard is not None else None
         old_term = max(self.term, int(journal.term) if journal is not None else 0)
         self._term.role = ACTIVE
-        self._read_every_status()  # before the robots hear the new term: their answers are read
         self.set_term(old_term + 1)
         if journal is not None and self._signer is not None:
             self._signer.counter.raise_to(int(journal.link_counter))
         entries = link.adoptable()
-        # the new term's journal at once, a snapshot with the goals being adopted: another standby
-        # follows this planner from it instead of taking over too (its turn comes TAKEOVER_STAGGER_S later)
-        link.publish_now(JournalOut(self.term, True, tuple(entries),
-                                    cancel_keys={e.goal_id: e.cancel_key_sha256 for e in entries if e.cancel_key_sha256}))
         stamp = self.get_clock().now().to_msg()
         for e in entries:  # the robots hear the new term first: their lease is renewed, the old planner fenced off
             if service.params.robot(e.goal.robot_id) is not None:
                 self.publish(e.goal.robot_id, heartbeat_message(e.goal_id, e.goal.robot_id, stamp, self.term))
+        # then the new term's journal, a snapshot with the goals being adopted: another standby
+        # follows this planner from it instead of taking over too (its turn comes TAKEOVER_STAGGER_S later)
+        link.publish_now(JournalOut(self.term, True, tuple(entries),
+                                    cancel_keys={e.goal_id: e.cancel_key_sha256 for e in entries if e.cancel_key_sha256}))
         self._serve()
         adopted: list[str] = []
         handles: dict[str, Any] = {}

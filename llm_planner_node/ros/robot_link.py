@@ -82,12 +82,10 @@ STATUS_DRAIN = 256
 
 
 def draining_subscription(node: Any, msg_type: Any, topic: str, handle: Callable[..., None], qos: Any,
-                          budget: int = STATUS_DRAIN, *, raw: bool = False, with_info: bool = False,
-                          content_filter: Any = None) -> Any:
+                          budget: int = STATUS_DRAIN, *, raw: bool = False, with_info: bool = False) -> Any:
     """A subscription whose callback, after ``handle(msg)``, takes and handles up to ``budget``
     more messages already waiting in the reader, in the same executor turn (``raw``: messages
-    stay serialized bytes; ``with_info``: ``handle(msg, info)`` with rclpy's message info;
-    ``content_filter``: rclpy ``ContentFilterOptions``, samples DDS filters out never reach Python).
+    stay serialized bytes; ``with_info``: ``handle(msg, info)`` with rclpy's message info).
 
     rclpy's executor takes one message per subscription per wait-set round (rebuilding the wait
     set each time): about 1,400 statuses/s here, below a rogue's 6,000/s flood, so real statuses
@@ -119,7 +117,7 @@ def draining_subscription(node: Any, msg_type: Any, topic: str, handle: Callable
         drain()
 
     holder.append(node.create_subscription(msg_type, topic, on_message_info if with_info else on_message, qos,
-                                           raw=raw, content_filter_options=content_filter))
+                                           raw=raw))
     return holder[0]
 
 

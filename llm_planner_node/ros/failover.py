@@ -11,7 +11,7 @@ in the journals' sequence numbers shows it missed one) and, while a standby foll
 :data:`SNAPSHOT_PERIOD_S`. With no standby following (none announced on ``planner/active`` for
 :data:`STANDBY_GONE_S`) only the heartbeat goes out: a standby that appears asks for a snapshot.
 The scheduler thread only takes the changed entries (:func:`~llm_planner_node.service.takeover.take`);
-a writer thread of its own (:class:`JournalWriter`) turns them into messages, signs each journal
+a writer thread of its own (:meth:`FailoverLink.write`) turns them into messages, signs each journal
 once (HMAC with the key derived from every robot key,
 :func:`~llm_planner_node.security.signing.journal_key`) and publishes it. A standby acknowledges the
 journals it applied (the last sequence number, every :data:`ACK_PERIOD_S`), so an entry can be
@@ -42,14 +42,16 @@ import queue
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, LivelinessPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from timely_fleet.msg import JournalAck, JournalGoal, PlannerJournal, PlannerRole
 
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
 from llm_planner_node.core.task_model import Progress, Segment
+from llm_planner_node.core.text import safe_text
 from llm_planner_node.ros.messages import JOURNAL_ACK_TOPIC, JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
 from llm_planner_node.security.signing import Counter, RobotKey, mac_bytes, message_fields, sign, verify
 from llm_planner_node.service.ports import GoalIn
@@ -254,7 +256,6 @@ class JournalOut:
     snapshot: bool
     entries: tuple[JournalEntry, ...] = ()
     ended: tuple[str, ...] = ()
-    cancel_keys: dict[str, str] = field(default_factory=dict)
     take_cpu_s: float = 0.0
 
 
@@ -365,10 +366,7 @@ class FailoverLink:
             pause = None if out.snapshot else GilSlices().pause
             goals = []
             for e in out.entries:
-                m = entry_msg(e)
-                if not e.progress_only:
-                    m.cancel_key_sha256 = out.cancel_keys.get(e.goal_id, "")
-                goals.append(m)
+                goals.append(entry_msg(e))
                 if pause is not None:
                     pause()
             self._sequence += 1
@@ -398,9 +396,10 @@ class FailoverLink:
         follows), or None; a request is answered at most every SNAPSHOT_MIN_S."""
         now = time.monotonic()
         since = now - self.last_snapshot
-        if self._snapshot_wanted is not None and since >= SNAPSHOT_MIN_S:
-            why, self._snapshot_wanted = self._snapshot_wanted, None
-            return why
+        with self._lock:
+            if self._snapshot_wanted is not None and since >= SNAPSHOT_MIN_S:
+                why, self._snapshot_wanted = self._snapshot_wanted, None
+                return why
         if since >= SNAPSHOT_PERIOD_S and self.followers():
             return "period"
         return None
@@ -451,8 +450,6 @@ class FailoverLink:
         node = journal_node_of(raw)
         if node == self._name:
             return
-        from rclpy.serialization import deserialize_message
-
         try:
             msg = deserialize_message(raw, PlannerJournal)
         except Exception:  # noqa: BLE001 - bytes that are no journal
@@ -511,6 +508,6 @@ class FailoverLink:
             try:
                 out.append(aged(entry_of_msg(m), since))
             except (ValueError, KeyError) as e:
-                self._node.get_logger().error(f"goal {str(m.goal_id)[:8]} of the journal cannot be adopted: "
-                                              f"{str(e)[:200]}")
+                self._node.get_logger().error(f"goal {safe_text(m.goal_id)[:8]} of the journal cannot be adopted: "
+                                              f"{safe_text(str(e), 200)}")
         return out

@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -727,8 +728,9 @@ class PlannerNode(LifecycleNode):
         """The active planner's journal (docs/guides/failover.md): while a standby follows, a
         delta of the goals that changed every JOURNAL_PERIOD_S (empty, it is the heartbeat), within
         JOURNAL_MIN_S when goals were accepted (a takeover then keeps them), and a snapshot when
-        one is due; with none following, only the heartbeat, every JOURNAL_PERIOD_S. Each goes through the scheduler thread (a planner
-        whose scheduler is stuck falls silent and is taken over), which only takes the entries."""
+        one is due; with none following, only the heartbeat, every JOURNAL_PERIOD_S. Each goes
+        through the scheduler thread (a planner whose scheduler is stuck falls silent and is taken
+        over), which only takes the entries."""
         if self._journal_posted:
             return  # the last take is still queued behind the scheduler's work
         now = time.monotonic()
@@ -766,10 +768,10 @@ class PlannerNode(LifecycleNode):
                     del self._unjournaled[goal_id]  # ended, or in the core: its start is in a take
                 else:
                     fresh.append(JournalEntry(goal_id=goal_id, goal=GoalIn.of(handle.request), age_s=max(0.0, now - at)))
-        entries = take.entries + tuple(fresh)
-        link.write(JournalOut(term, take.snapshot, entries, () if take.snapshot else ended,
-                              {e.goal_id: key for e in entries if (key := self._cancel_keys.get(e.goal_id))},
-                              take.cpu_s))
+        # a whole entry carries its client's cancel key (the service does not know it)
+        entries = tuple(replace(e, cancel_key_sha256=key) if not e.progress_only
+                        and (key := self._cancel_keys.get(e.goal_id)) else e for e in take.entries + tuple(fresh))
+        link.write(JournalOut(term, take.snapshot, entries, () if take.snapshot else ended, take.cpu_s))
 
     def take_over(self, why: str) -> list[str]:
         """Become the active planner (executor thread): a term above the last active one's, the
@@ -794,8 +796,7 @@ class PlannerNode(LifecycleNode):
                 self.publish(e.goal.robot_id, heartbeat_message(e.goal_id, e.goal.robot_id, stamp, self.term))
         # then the new term's journal, a snapshot with the goals being adopted: another standby
         # follows this planner from it instead of taking over too (its turn comes TAKEOVER_STAGGER_S later)
-        link.publish_now(JournalOut(self.term, True, tuple(entries),
-                                    cancel_keys={e.goal_id: e.cancel_key_sha256 for e in entries if e.cancel_key_sha256}))
+        link.publish_now(JournalOut(self.term, True, tuple(entries)))
         self._serve()
         adopted: list[str] = []
         handles: dict[str, Any] = {}

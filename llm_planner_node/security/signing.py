@@ -542,7 +542,7 @@ def _plain(value: Any, between: Callable[[], None] | None = None) -> Any:
             out.append(_plain(v))
             between()
         return out
-    if kind is float:
+    if isinstance(value, float):
         return repr(value)
     return value
 

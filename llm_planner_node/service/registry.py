@@ -26,9 +26,9 @@ class GoalRegistry:
     It also keeps which goals changed since the journal last took them (:meth:`touch`,
     :meth:`take_changed`): a goal is changed when it is added (started, adopted, re-planned) and
     whenever a part of the service touches it (a segment sent, a robot's report that ended a
-    segment), so the
-    journal of the goals in flight costs what changed, not what exists. The set holds only goals
-    in flight (an ended goal leaves it), so it stays bounded when no journal takes it."""
+    segment), so the journal of the goals in flight costs what changed, not what exists. The set
+    holds only goals in flight (an ended goal leaves it), so it stays bounded when no journal
+    takes it."""
 
     def __init__(self) -> None:
         self.by_request: dict[int, GoalEntry] = {}

@@ -160,7 +160,7 @@ def test_a_standby_that_joins_late_or_misses_a_journal_asks_for_a_snapshot_and_a
         assert active.stats.snapshot_requests == 1 and standby.replica.needs_snapshot is not None
         assert len(standby.replica) == 1  # applied all the same: the best it has
         assert active.followers() == 1
-        assert active.publish_now(JournalOut(1, True, (e,), cancel_keys={e.goal_id: "f" * 64}))
+        assert active.publish_now(JournalOut(1, True, (e,)))  # a whole entry with its client's cancel key
         assert spin_until(lambda: active.acked.get(standby.name) == 2)  # the snapshot, acknowledged
         assert standby.replica.needs_snapshot is None and standby.replica.snapshots == 1
         (held,) = standby.adoptable()

@@ -278,8 +278,8 @@ def measure_wakeup(n: int, mode: str, count: int, tmp: Path, rate: float = 200.0
 
 # -- one fleet size --------------------------------------------------------------------------------
 class JournalMeter:
-    """``planner/journal`` as a standby sees it, counted in this process: journals, serialized
-    bytes, snapshots, and (from ``planner/active``) the goals a planner adopted at a new term."""
+    """``planner/journal`` as a standby sees it, counted in this process: journals and their
+    serialized bytes, and (from ``planner/active``) the goals a planner adopted at a new term."""
 
     def __init__(self, node: Any) -> None:
         from timely_fleet.msg import PlannerJournal, PlannerRole

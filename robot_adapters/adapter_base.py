@@ -141,6 +141,31 @@ WATCHDOG = Watchdog()  # skill time budgets: timers on the process's adapter eve
 
 
 @dataclass
+class AdapterHooks:
+    """What a tool observing an adapters' process (a benchmark counting executions) is told, by
+    the thread that does it: each robot an :class:`AdapterNode` hosts (``robot_added(node,
+    core)``) and each segment as it starts executing, before its checks (``segment_started(core,
+    segment)``). An observer must be quick; what it raises is logged and ignored."""
+
+    robot_added: list[Callable[[Any, Any], None]] = field(default_factory=list)
+    segment_started: list[Callable[[Any, SegmentIn], None]] = field(default_factory=list)
+
+    def notify(self, observers: list[Callable[..., None]], *args: Any) -> None:
+        """Tell each of ``observers`` ``args`` (nothing to do when none listens)."""
+        if not observers:
+            return
+        for fn in list(observers):
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - an observer must never disturb the robot
+                log.exception("adapter hook %r failed", fn)
+
+
+#: the process's adapter hooks: tools append observers to its lists, the adapters only notify them
+HOOKS = AdapterHooks()
+
+
+@dataclass
 class _Run:
     """The segment a core is executing: its skill calls come from ``gen`` one at a time."""
 
@@ -661,6 +686,7 @@ class AdapterCore:
 
     # ------------------------------------------------------------------ execution (loop thread)
     def _begin(self, seg: SegmentIn, g: _Goal) -> None:
+        HOOKS.notify(HOOKS.segment_started, self, seg)
         try:
             calls, program = self.validate(seg)
         except (SkillError, ValueError) as e:  # PlanError subclasses ValueError
@@ -1047,6 +1073,7 @@ class AdapterNode(_node_base()):  # type: ignore[misc]
 
         self.topics[core.robot_id] = attach(self, core)  # camera, detections, battery under its id
         self.cores[core.robot_id] = core.start()
+        HOOKS.notify(HOOKS.robot_added, self, core)
         return core
 
     def shutdown_robots(self) -> None:

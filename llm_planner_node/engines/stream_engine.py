@@ -11,10 +11,13 @@ stopped (the ``stop_stream`` each gives its streams), its KV capacity, warm-up a
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Sequence
+import concurrent.futures
+from typing import Any, Callable, Coroutine, Sequence, TypeVar
 
 from llm_planner_node.core.engine_api import EngineEvent, GenerationSpec
 from llm_planner_node.engines.stream import Generation, GenerationStreams
+
+T = TypeVar("T")
 
 
 class StreamEngineCalls:
@@ -37,7 +40,7 @@ class StreamEngineCalls:
 
     # -- Engine protocol ----------------------------------------------------------------------------
     def count_prompt_tokens(self, prompt: object) -> int:
-        return len(self._prompt_ids(prompt))
+        return len(self.prompt_ids(prompt))
 
     def free_kv_tokens(self) -> int:
         return max(0, self.kv_capacity_tokens() - self.streams.reserved_tokens())
@@ -80,10 +83,16 @@ class StreamEngineCalls:
     def running(self) -> int:
         return self.streams.running()
 
-    # -- internals ----------------------------------------------------------------------------------
-    def _prompt_ids(self, prompt: object) -> list[int]:
+    def prompt_ids(self, prompt: object) -> list[int]:
+        """The prompt's token ids, as this engine tokenises it."""
         return self.streams.prompt_ids(prompt)
 
+    def run_on_loop(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coro`` on the engine's event loop (a tool that drives the engine's own client
+        beside the planner's requests); its future."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    # -- internals ----------------------------------------------------------------------------------
     def _call(self, fn: Callable[..., Any], *args: Any) -> None:
         """Queue ``fn(*args)`` into the engine's loop (the core's commands run there in order)."""
         self._loop.call_soon_threadsafe(fn, *args)

@@ -98,6 +98,18 @@ class GoalHandle:
     def done(self) -> bool:
         return self._done.is_set()
 
+    @property
+    def last_result(self) -> Any:
+        """The result if it has arrived, else None (never waits)."""
+        return self._result if self._done.is_set() else None
+
+    @property
+    def accepted_stamp(self) -> float | None:
+        """When the action server accepted the goal, in seconds of the server's clock (its
+        ``GoalInfo`` stamp); None until accepted."""
+        stamp = getattr(self._ros_handle, "stamp", None)
+        return None if stamp is None else stamp.sec + stamp.nanosec * 1e-9
+
     def action_status(self, within_s: float = 1.0) -> int:
         """The goal's ``action_msgs/GoalStatus`` as the server's status array reports it. The
         planner publishes that array coalesced (at most every 100 ms), so it may show a goal's
@@ -367,7 +379,7 @@ class GoalClient:
                              f"{hs.probes} handshake probes within {timeout_s:g} s")
         return False
 
-    def _result_of(self, goal_uuid: bytes) -> tuple[Any, Any]:
+    def result_of(self, goal_uuid: bytes) -> tuple[Any, Any]:
         """Ask the server for the result of goal ``goal_uuid``: (a client goal handle for that
         id, a future of the GetResult response), answered at once with status UNKNOWN for a
         goal the server does not know, at the goal's end otherwise."""
@@ -440,7 +452,7 @@ class GoalClient:
             drops the goal's feedback callback at its result; got_result puts it back)."""
             if ended.locked():
                 return
-            got = self._guarded(lambda: self._result_of(goal_uuid))
+            got = self._guarded(lambda: self.result_of(goal_uuid))
             if got is None:
                 return
             fut = got[1]
@@ -617,7 +629,7 @@ class GoalClient:
             if job is not None and not job.hs.answered.is_set():  # no query before the new planner answers
                 keep = watched
             else:
-                keep = [p for p in watched if not p.step(now, self._guarded, self._result_of)]
+                keep = [p for p in watched if not p.step(now, self._guarded, self.result_of)]
             with self._watch_lock:
                 self._watched.extend(keep)
 

@@ -16,3 +16,15 @@ def ready(path: str | Path) -> str:
 def create(path: str | Path) -> IO[str]:
     """``path`` opened for writing text (UTF-8), its parent folder created."""
     return open(ready(path), "w", encoding="utf-8")
+
+
+def write_json(path: str | Path, data: object, *, indent: int = 1, say: bool = True) -> None:
+    """``data`` written to ``path`` as JSON (values JSON lacks as their ``str``), a newline at the
+    end, its folder created; ``say``: print ``wrote PATH``."""
+    import json
+
+    with create(path) as f:
+        json.dump(data, f, indent=indent, default=str)
+        f.write("\n")
+    if say:
+        print(f"wrote {path}")

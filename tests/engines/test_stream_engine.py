@@ -96,7 +96,7 @@ def test_commands_are_queued_into_the_engine_loop_in_order():
 
 def test_what_answers_at_once():
     e = _Engine()
-    assert e.count_prompt_tokens("abcd") == 4 and e._prompt_ids("ab") == [97, 98]
+    assert e.count_prompt_tokens("abcd") == 4 and e.prompt_ids("ab") == [97, 98]
     e.streams.reserved = 300
     assert e.free_kv_tokens() == 700
     e.streams.reserved = 1200  # more reserved than the capacity: none free, never negative

@@ -156,3 +156,26 @@ def test_a_fleet_runs_on_one_event_loop_without_a_thread_per_robot_or_skill():
     finally:
         for c in fleet.cores:
             c.shutdown(timeout=1)
+
+
+def test_the_segment_started_hook_hears_each_segment_once_and_a_failing_observer_does_not_stop_the_robot():
+    from robot_adapters.adapter_base import HOOKS
+
+    events, started = [], []
+
+    def boom(core, seg):
+        raise RuntimeError("observer bug")
+
+    observers = [lambda core, seg: started.append((core.robot_id, seg.goal_id, seg.sequence)), boom]
+    HOOKS.segment_started.extend(observers)
+    core = AdapterCore("d", SimulatedExecutor("d", "drone", T, lambda c: 0.01), events.append).start()
+    try:
+        core.submit(SegmentIn("g", 0, skills=[("tc", ["45"])]))
+        core.submit(SegmentIn("g", 1, skills=[("tc", ["45"])], final=True))
+        core.submit(SegmentIn("g", 1, skills=[("tc", ["45"])], final=True))  # a duplicate is not executed
+        assert wait_until(lambda: sum(e.state == STATE_DONE for e in events) == 2)
+        assert started == [("d", "g", 0), ("d", "g", 1)]
+    finally:
+        core.shutdown()
+        for fn in observers:
+            HOOKS.segment_started.remove(fn)

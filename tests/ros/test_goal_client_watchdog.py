@@ -197,7 +197,7 @@ def test_a_slow_goal_answer_is_not_taken_for_a_lost_goal(ros_context, monkeypatc
     # by-id request reaches it after GOAL_ANSWER_S, while the goal request is still unanswered
     from rclpy.task import Future
 
-    by_id = client._result_of
+    by_id = client.result_of
 
     def late_result_of(goal_uuid):
         handle, fut = by_id(goal_uuid)
@@ -205,7 +205,7 @@ def test_a_slow_goal_answer_is_not_taken_for_a_lost_goal(ros_context, monkeypatc
         fut.add_done_callback(lambda f: threading.Timer(0.5, lambda: late.set_result(f.result())).start())
         return handle, late
 
-    monkeypatch.setattr(client, "_result_of", late_result_of)
+    monkeypatch.setattr(client, "result_of", late_result_of)
     try:
         assert client.wait_for_server(20), client.wait_problem
         slow.set()

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import platform
 import random
@@ -325,9 +324,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from llm_planner_node.engines.calibration import model_to_dict
 
-        with outfiles.create(args.json) as f:
-            json.dump({"iteration_model": model_to_dict(fit.model), "fit": fit.to_dict(), **res}, f, indent=1)
-            f.write("\n")
+        outfiles.write_json(args.json, {"iteration_model": model_to_dict(fit.model), "fit": fit.to_dict(), **res}, indent=1)
     return 0 if fit.model.b_s_per_prefill_token > 0 else 1
 
 

@@ -27,7 +27,6 @@ JSON (``--json PATH``): ``{"inprocess": {...}, "remote1": {...}, "overhead_ratio
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -292,6 +291,5 @@ def run(args: argparse.Namespace) -> int:
     result = run_bench(goals=args.goals, skip_inprocess=args.skip_inprocess, repeats=args.repeats)
     print(report(result))
     if args.json:
-        with outfiles.create(args.json) as f:
-            json.dump(result, f, indent=2, default=str)
+        outfiles.write_json(args.json, result, indent=2)
     return 0

@@ -21,7 +21,6 @@ Run: ``python -m llm_planner_node.tools.bench.exec_model_bench [--json PATH] [--
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
@@ -198,9 +197,7 @@ def run(args: argparse.Namespace) -> int:
           f"EWMA reference {cv['ewma_baseline_executions_to_within_10pct']}; "
           f"mean error of the last 10: {cv['mean_err_last_10_pct']:.1f}%")
     if args.json:
-        with outfiles.create(args.json) as fh:
-            json.dump({"held_out": ho, "convergence": cv}, fh, indent=2)
-        print(f"wrote {args.json}")
+        outfiles.write_json(args.json, {"held_out": ho, "convergence": cv}, indent=2)
     return 0
 
 

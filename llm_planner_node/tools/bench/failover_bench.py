@@ -40,8 +40,8 @@ no event caused (a standby that judged a living active silent) is recorded
 ``--settle-s``, then the drain (at most ``--drain-s``): no new goals, the last ones end.
 
 The adapters' process is ``up --only adapters`` run by :func:`adapters_process`, which only adds
-observation: it counts every segment execution the adapters start (a wrapper around
-``AdapterCore._begin``, called once per segment that starts executing) and writes, every second and
+observation: it counts every segment execution the adapters start (the adapters' public
+``HOOKS.segment_started``, told once per segment that starts executing) and writes, every second and
 at exit, each robot's own counters (``stale_term_drops``, ``duplicates`` (re-sent segments
 ignored), ``lease_stops``, ``lease_holds``, ``term``) and the (robot, goal, sequence) started more
 than once to ``adapters_counters.json``. The robots' behaviour is unchanged.
@@ -116,6 +116,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+
+from llm_planner_node.tools.bench.procs import signal_group, start_process, stop_process
 
 TF = [sys.executable, "-m", "llm_planner_node.cli"]
 SUCCEEDED = 0
@@ -300,28 +302,24 @@ def fleet_yaml(drones: int, arms: int, chats: int, *, lease_s: float, security: 
 def adapters_process() -> None:
     """``up`` (arguments from ``sys.argv[1:]``) with the adapters' execution count and counters
     written to the file named by :data:`ADAPTER_STATS_ENV` (module docstring)."""
-    from robot_adapters.adapter_base import AdapterCore, AdapterNode
+    from robot_adapters.adapter_base import HOOKS
 
     path = Path(os.environ[ADAPTER_STATS_ENV])
     lock = threading.Lock()
     starts: dict[tuple[str, str, int], int] = {}
     cores: dict[str, Any] = {}
     nodes: list[Any] = []
-    begin = AdapterCore._begin
-    add_robot = AdapterNode.add_robot
 
-    def counted_begin(self: Any, seg: Any, g: Any) -> None:
+    def segment_started(core: Any, seg: Any) -> None:
         with lock:
-            key = (self.robot_id, seg.goal_id, int(seg.sequence))
+            key = (core.robot_id, seg.goal_id, int(seg.sequence))
             starts[key] = starts.get(key, 0) + 1
-        return begin(self, seg, g)
 
-    def tracked_add_robot(self: Any, core: Any) -> Any:
+    def robot_added(node: Any, core: Any) -> None:
         with lock:
             cores[core.robot_id] = core
-            if self not in nodes:
-                nodes.append(self)
-        return add_robot(self, core)
+            if node not in nodes:
+                nodes.append(node)
 
     def dump() -> None:
         with lock:
@@ -343,8 +341,8 @@ def adapters_process() -> None:
             except Exception:  # noqa: BLE001 - observation must never disturb the adapters
                 pass
 
-    AdapterCore._begin = counted_begin  # type: ignore[method-assign]
-    AdapterNode.add_robot = tracked_add_robot  # type: ignore[method-assign]
+    HOOKS.segment_started.append(segment_started)
+    HOOKS.robot_added.append(robot_added)
     threading.Thread(target=every_second, name="bench-stats", daemon=True).start()
     from llm_planner_node import up
 
@@ -359,71 +357,6 @@ def adapters_process() -> None:
 
 
 # -- processes ---------------------------------------------------------------------------------------
-def _start(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """``cmd`` in its own session (its process group is its pid), output to ``log_path``."""
-    f = open(log_path, "wb")  # noqa: SIM115 - closed with the process (_stop)
-    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                         env=env)
-    p._log_file = f  # type: ignore[attr-defined]
-    p._log_path = log_path  # type: ignore[attr-defined]
-    return p
-
-
-def _signal(p: subprocess.Popen | None, sig: int) -> None:
-    """Signal the process group of ``p`` (its session: it was started with a session of its own)."""
-    if p is None:
-        return
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        return
-    for pid in _session_members(p.pid):  # the leader is gone: what it left behind (e.g. vLLM's engine core)
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _session_members(sid: int) -> list[int]:
-    """Processes of session ``sid`` (Linux /proc), by id."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 3 and fields[3] == str(sid):
-            out.append(int(d.name))
-    return out
-
-
-def _stop(p: subprocess.Popen | None, wait_s: float = 10.0) -> int | None:
-    """SIGCONT (a stopped one must hear the rest) and SIGINT the process group, wait up to
-    ``wait_s``, then SIGKILL what is left of the group; the process's exit status."""
-    if p is None:
-        return None
-    if p.poll() is None:
-        _signal(p, signal.SIGCONT)
-        _signal(p, signal.SIGINT)
-        try:
-            p.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            pass
-    _signal(p, signal.SIGKILL)  # stragglers of the group, if any
-    try:
-        p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-    f = getattr(p, "_log_file", None)
-    if f is not None and not f.closed:
-        f.close()
-    return p.returncode
-
-
 def cpu_s(pid: int) -> float | None:
     """CPU seconds (user + system) a live process has used (Linux /proc), None if unknown."""
     try:
@@ -433,13 +366,6 @@ def cpu_s(pid: int) -> float | None:
         return None
 
 
-def _log_text(p: subprocess.Popen) -> str:
-    try:
-        return Path(p._log_path).read_text(errors="replace")  # type: ignore[attr-defined]
-    except OSError:
-        return ""
-
-
 def _wait_ready(procs: list[subprocess.Popen], timeout_s: float) -> None:
     """Wait for the ``ready in`` line of every process; RuntimeError (with the log's tail) if one
     exits or the time is up."""
@@ -447,16 +373,16 @@ def _wait_ready(procs: list[subprocess.Popen], timeout_s: float) -> None:
     waiting = list(procs)
     while waiting:
         for p in list(waiting):
-            if READY_RE.search(_log_text(p)):
+            if READY_RE.search(p.log_text()):
                 waiting.remove(p)
             elif p.poll() is not None:
-                name = p._log_path.name  # type: ignore[attr-defined]
+                name = p.log_path.name
                 raise RuntimeError(f"{name} exited with status {p.returncode} before it was ready:\n"
-                                   + _log_text(p)[-2500:])
+                                   + p.log_text()[-2500:])
         if waiting and time.monotonic() > deadline:
             p = waiting[0]
-            name = p._log_path.name  # type: ignore[attr-defined]
-            raise RuntimeError(f"{name} not ready within {timeout_s:g} s:\n" + _log_text(p)[-2500:])
+            name = p.log_path.name
+            raise RuntimeError(f"{name} not ready within {timeout_s:g} s:\n" + p.log_text()[-2500:])
         time.sleep(0.1)
 
 
@@ -732,8 +658,8 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         with spinning(client.node, ctx), spinning(rec.node, ctx):
             log(f"starting adapters ({len(kinds)} robots), the active planner and a standby in {workdir} "
                 f"(ROS_DOMAIN_ID {os.environ.get('ROS_DOMAIN_ID')})")
-            procs.adapters = _start(adapters_cmd, workdir / "adapters.log", env)
-            procs.active = _start([*up, "--only", "planner"], workdir / "planner_0.log")
+            procs.adapters = start_process(adapters_cmd, workdir / "adapters.log", env=env)
+            procs.active = start_process([*up, "--only", "planner"], workdir / "planner_0.log")
             _wait_ready([procs.active, procs.adapters], args.startup_s)  # the standby starts behind a running active
             term = 1
 
@@ -760,7 +686,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 for _ in range(3):
                     n_standby += 1
                     t0 = time.monotonic()
-                    p = procs.standby = _start([*up, "--standby"], workdir / f"standby_{n_standby}.log")
+                    p = procs.standby = start_process([*up, "--standby"], workdir / f"standby_{n_standby}.log")
                     _wait_ready([p], args.startup_s)
                     until = time.monotonic() + args.follow_s
                     while time.monotonic() < until and not rec.follows(p.pid, t0):
@@ -774,7 +700,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                         f"{'seen' if rec.role_seen(p.pid) else 'never seen'} "
                         "on planner/active): replaced")
                     procs.standby = None
-                    _stop(p)
+                    stop_process(p)
                     procs.others.append(p)
                 return False
 
@@ -845,7 +771,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 old = procs.active
                 assert old is not None
                 t_kill, wall_kill = time.monotonic(), time.time()
-                _signal(old, signal.SIGKILL if what == "kill" else signal.SIGSTOP)
+                signal_group(old, signal.SIGKILL if what == "kill" else signal.SIGSTOP)
                 for g in flying:
                     in_flight_ids.setdefault(g.handle.goal_id, (what, wall_kill))
                 ev = {"event": what, "at_s": round(t_kill - t_phase, 3), "in_flight": len(flying), "wall": wall_kill}
@@ -867,7 +793,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 procs.active, procs.standby = procs.standby, None
                 procs.others.append(old)
                 if what == "stop":
-                    _signal(old, signal.SIGCONT)
+                    signal_group(old, signal.SIGCONT)
                 if what == "stop":
                     try:
                         # a vLLM planner's shutdown may take 20 s and more (its engine waits for its worker)
@@ -877,7 +803,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                     ev["fenced_exit_status"] = fenced_status
                     log(f"the SIGCONTed planner exited with status {fenced_status} (3: fenced)")
                     if fenced_status is None:
-                        _stop(old)
+                        stop_process(old)
                 else:
                     old.wait(timeout=10)
                 events_done.append(ev)
@@ -915,10 +841,10 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         statuses = {}
         # the standby first: stopping the active first would let it take over at the very end
         for name, p in (("standby", procs.standby), ("active", procs.active)):
-            statuses[name] = _stop(p)
+            statuses[name] = stop_process(p)
         for p in procs.others:
-            _stop(p)
-        statuses["adapters"] = _stop(procs.adapters, wait_s=15.0)
+            stop_process(p)
+        statuses["adapters"] = stop_process(procs.adapters, wait_s=15.0)
         rclpy.try_shutdown(context=ctx)
     assert sender is not None and rec is not None
     rec.decode()
@@ -982,8 +908,7 @@ def summarize(sender: Sender, rec: Recorder, events: list[dict[str, Any]], unpro
         g = by_id[gid]
         if g.status == SUCCEEDED:
             continue
-        stamp = getattr(g.handle._ros_handle, "stamp", None)
-        t_acc = None if stamp is None else stamp.sec + stamp.nanosec * 1e-9
+        t_acc = g.handle.accepted_stamp
         missed.append({"robot": g.robot, "goal_id": gid, "event": what,
                        "accepted_before_event_s": None if not t_acc else round(wall - t_acc, 3),
                        "status": None if g.status is None else names.get(g.status, str(g.status)),
@@ -1039,11 +964,11 @@ def summarize(sender: Sender, rec: Recorder, events: list[dict[str, Any]], unpro
                    else f"{names.get(b.status, b.status)}: " + re.sub(r"[0-9a-f]{32}", "<id>", b.message)[:60])
             busy_because[why] = busy_because.get(why, 0) + 1
             if b is not None and b.handle.goal_id not in blocking:
-                stamp = getattr(b.handle._ros_handle, "stamp", None)
+                accepted = b.handle.accepted_stamp
                 blocking[b.handle.goal_id] = {
                     "robot": b.robot, "sent_at_s": round(b.sent - t_phase, 3),
-                    "accepted_at_s": None if stamp is None else round(
-                        stamp.sec + stamp.nanosec * 1e-9 - (time.time() - (time.monotonic() - t_phase)), 3),
+                    "accepted_at_s": None if accepted is None else round(
+                        accepted - (time.time() - (time.monotonic() - t_phase)), 3),
                     "ended_at_s": None if b.ended_at is None else round(b.ended_at - t_phase, 3),
                     "status": why, "refusals": 0}
             if b is not None:
@@ -1203,8 +1128,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from llm_planner_node.tools import outfiles
 
-        with outfiles.create(args.json) as f:
-            json.dump(r, f, indent=2)
+        outfiles.write_json(args.json, r, indent=2)
     pct = r["succeeded_of_in_flight_pct"]
     ok = (r["lost"] == 0 and not r["duplicate_segments"] and r["duplicate_segments_status"] == 0
           and r["stale_commands_obeyed"] == 0 and r["robots_stopped_by_lease"] == 0

@@ -124,6 +124,7 @@ from typing import Any, Callable
 import yaml
 
 from llm_planner_node.core.outcomes import STATUS_NAMES, ActionStatus, RobotState  # noqa: F401
+from llm_planner_node.tools.bench.procs import start_process, stop_process
 
 CLI = [sys.executable, "-m", "llm_planner_node.cli"]
 DRONE_TASKS = ("look for the cat", "check the book on the cabinet")
@@ -153,47 +154,10 @@ def pct(xs: list[float], q: float) -> float | None:
 
 
 # -- processes -------------------------------------------------------------------------------------
-def _start(args: list[str], log_path: Path, *, pipe_stdin: bool = False, pipe_stdout: bool = False) -> subprocess.Popen:
-    """Start ``args`` in its own session, its output to ``log_path`` (only stderr with
-    ``pipe_stdout``: stdout is then a pipe to this process, as stdin with ``pipe_stdin``)."""
-    f = open(log_path, "wb")  # noqa: SIM115 - closed with the process
-    p = subprocess.Popen(args, stdin=subprocess.PIPE if pipe_stdin else None,
-                         stdout=subprocess.PIPE if pipe_stdout else f,
-                         stderr=f if pipe_stdout else subprocess.STDOUT, start_new_session=True)
-    p._log_file = f  # type: ignore[attr-defined]
-    return p
-
-
 def _bench_main(fn: str, *args: Any) -> list[str]:
     """Command line running ``faults_bench.<fn>(*args)`` in a new Python (arguments by repr)."""
     call = f"{fn}({', '.join(repr(a) for a in args)})"
     return [sys.executable, "-c", f"from llm_planner_node.tools.bench.faults_bench import {fn}; {call}"]
-
-
-def _stop(p: subprocess.Popen | None, sig: int = signal.SIGINT, wait_s: float = 10.0) -> None:
-    """Signal the process group, wait, then SIGKILL it (never anything else)."""
-    if p is None:
-        return
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            p.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(p.pid, signal.SIGKILL)  # stragglers of the group, if any
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-    f = getattr(p, "_log_file", None)
-    if f is not None:
-        f.close()
 
 
 def in_workdir(prefix: str, body: Callable[[Path], Any]) -> Any:
@@ -373,7 +337,7 @@ def probe_client_main(out_path: str, drain_s: float) -> None:
         records = [{"goal_id": h.goal_id, "robot_id": tr.robot_id, "kind": kind, "instruction": tr.instruction,
                     "sent_mono": tr.sent_mono, "sent_wall_ns": tr.sent_wall_ns, "result_mono": tr.result_mono,
                     "result_wall_ns": tr.result_wall_ns,
-                    "result": (h._result.status, h._result.message) if h.done and h._result is not None else None}
+                    "result": (h.last_result.status, h.last_result.message) if h.last_result is not None else None}
                    for kind, h, tr in sent]
         Path(out_path).write_bytes(pickle.dumps(records))
         client.destroy()
@@ -412,7 +376,7 @@ class GoalTrack:
             return self.real_result
         if self.handle is None or not self.handle.done:
             return None
-        r = self.handle._result
+        r = self.handle.last_result
         if r is not None and r.status == 0 and not r.message and not r.segments and not r.plan_text:
             return None
         return r
@@ -707,16 +671,17 @@ def run_campaign(cfg: Config, workdir: Path) -> dict:
     client = rogue = rec_node = None
     try:
         t_start = time.monotonic()
-        procs["planner"] = _start([*up, "--only", "planner", "--params", str(planner_yaml)], workdir / "planner.log")
+        procs["planner"] = start_process([*up, "--only", "planner", "--params", str(planner_yaml)],
+                                         workdir / "planner.log")
         ad = ["--only", "adapters", "--time-scale", str(cfg.time_scale)]
-        procs["adapters_a"] = _start([*up, *ad, "--params", str(a_yaml)], workdir / "adapters_a.log")
-        procs["adapters_b"] = _start([*up, *ad, "--params", str(b_yaml)], workdir / "adapters_b.log")
+        procs["adapters_a"] = start_process([*up, *ad, "--params", str(a_yaml)], workdir / "adapters_a.log")
+        procs["adapters_b"] = start_process([*up, *ad, "--params", str(b_yaml)], workdir / "adapters_b.log")
         status_rec_out = workdir / "statuses.pickle"
-        procs["status_recorder"] = _start(_bench_main("status_recorder_main", str(status_rec_out)),
-                                          workdir / "status_recorder.log", pipe_stdin=True)
+        procs["status_recorder"] = start_process(_bench_main("status_recorder_main", str(status_rec_out)),
+                                                 workdir / "status_recorder.log", pipe_stdin=True)
         probe_out = workdir / "probe.pickle"
-        procs["probe"] = _start(_bench_main("probe_client_main", str(probe_out), 20.0), workdir / "probe.log",
-                                pipe_stdin=True, pipe_stdout=True)
+        procs["probe"] = start_process(_bench_main("probe_client_main", str(probe_out), 20.0), workdir / "probe.log",
+                                       pipe_stdin=True, pipe_stdout=True)
 
         client = GoalClient(ctx, name="faults_client")
         rogue = rclpy.create_node(ROGUE_NODE, context=ctx)
@@ -823,7 +788,7 @@ def run_campaign(cfg: Config, workdir: Path) -> dict:
                         if fut is None or fut.done():
                             if fut is None:
                                 tr.unknown_answers += 1
-                            tr.requery = client._result_of(bytes.fromhex(tr.goal_id))[1]
+                            tr.requery = client.result_of(bytes.fromhex(tr.goal_id))[1]
                         tr.requery_at = now + 0.5
                 for robot, gid in list(busy.items()):
                     if camp.tracks[gid].done:
@@ -885,18 +850,18 @@ def run_campaign(cfg: Config, workdir: Path) -> dict:
             if procs["flood"] is None and now >= flood_at and cfg.flood_s > 0:
                 log(f"flood: {cfg.flood_rate:g} garbage statuses/s for {cfg.flood_s:g} s")
                 camp.events["flood_start"] = now + 1.0   # the subprocess waits ~1 s for discovery
-                procs["flood"] = _start(_bench_main("flood_main", cfg.flood_rate, cfg.flood_s, robot_ids, cfg.seed + 1),
-                                        workdir / "flood.out")
+                procs["flood"] = start_process(_bench_main("flood_main", cfg.flood_rate, cfg.flood_s, robot_ids,
+                                                           cfg.seed + 1), workdir / "flood.out")
             if "kill" not in camp.events and now >= kill_at:
                 log(f"killing adapters B ({len(b_ids)} robots)")
                 samples["adapters_b_end"] = proc_sample(procs["adapters_b"].pid) or {}
                 b_down[0] = True
-                _stop(procs["adapters_b"], signal.SIGKILL, 2.0)
+                stop_process(procs["adapters_b"], signal.SIGKILL, 2.0)
                 camp.events["kill"] = now
             if "restart" not in camp.events and now >= restart_at:
                 log("restarting adapters B")
                 readers_before_restart.update(segment_readers())
-                procs["adapters_b2"] = _start([*up, *ad, "--params", str(b_yaml)], workdir / "adapters_b2.log")
+                procs["adapters_b2"] = start_process([*up, *ad, "--params", str(b_yaml)], workdir / "adapters_b2.log")
                 camp.events["restart"] = now
             if "restart" in camp.events and b_down[0] and adapters_b_back():
                 b_down[0] = False
@@ -954,7 +919,7 @@ def run_campaign(cfg: Config, workdir: Path) -> dict:
         return analyse(camp, rec, samples, b_ids)
     finally:
         for name, p in procs.items():
-            _stop(p, signal.SIGINT, 10.0)
+            stop_process(p, signal.SIGINT, 10.0)
         stop_spin.set()
         for ex, t in executors:
             t.join(timeout=2)

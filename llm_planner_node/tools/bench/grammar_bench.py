@@ -25,7 +25,6 @@ JSON (``--json PATH``): ``{"instructions": N, "grammar": {"invalid_plans", "exac
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -309,7 +308,5 @@ def run(args: argparse.Namespace) -> int:
         result = measure(engine_params, limit=args.limit, timing_items=max(0, args.timing_items))
         print(report(result))
     if args.json:
-        with outfiles.create(args.json) as f:
-            json.dump(result, f, indent=2, default=str)
-        print(f"wrote {args.json}")
+        outfiles.write_json(args.json, result, indent=2)
     return 0

@@ -244,7 +244,7 @@ def raw_prompts(engine: Any, goals: list[BurstGoal], engine_params: Any) -> list
     from llm_planner_node.engines.factory import prompt_builder_for
 
     build = prompt_builder_for(engine_params)
-    return [engine._prompt_ids(build(g.instruction, g.robot_kind, DEFAULT_SKILL_SET_FOR_KIND[g.robot_kind]))
+    return [engine.prompt_ids(build(g.instruction, g.robot_kind, DEFAULT_SKILL_SET_FOR_KIND[g.robot_kind]))
             for g in goals]
 
 
@@ -297,7 +297,7 @@ def raw_burst(engine: Any, prompts: list[list[int]], *, max_tokens: int = MAX_TO
     cpu0 = thread_cpu()
     ps0 = proc_sched()
     t0 = time.monotonic()
-    asyncio.run_coroutine_threadsafe(burst(), engine._loop).result(timeout_s)
+    engine.run_on_loop(burst()).result(timeout_s)
     cpu = cpu_delta(cpu0, thread_cpu())
     sched = sched_delta(ps0, proc_sched())
     done = [e for e in end if e is not None]
@@ -446,7 +446,7 @@ def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, t
         feedback += len(h.feedback)
         if not h.done:
             continue
-        res = h._result
+        res = h.last_result
         results += 1
         name = STATUS_NAMES.get(res.status, str(res.status))
         statuses[name] = statuses.get(name, 0) + 1
@@ -888,7 +888,5 @@ def run(args: argparse.Namespace) -> int:
                      client_mode=args.client, constrained_decoding=planner.constrained_decoding)
     print(report(result))
     if args.json:
-        with outfiles.create(args.json) as f:
-            json.dump(result, f, indent=2, default=str)
-        print(f"wrote {args.json}")
+        outfiles.write_json(args.json, result, indent=2)
     return 0

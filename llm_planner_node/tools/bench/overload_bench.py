@@ -28,7 +28,6 @@ Run: ``timely-fleet bench overload [--agents 400,1000,5000] [--json PATH] [--plo
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -227,8 +226,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"target at {t['agents']} agents ({t['hopeless']}): utility >= vllm's {'met' if t['utility_ok'] else 'NOT met'}; "
               f"throughput {t['throughput_ratio']:.2f}x vllm's ({'met' if t['throughput_ok'] else 'NOT met'}, >= 0.9x)")
     if args.json:
-        with outfiles.create(args.json) as f:
-            json.dump({"per_agent_goals_s": WID1_PER_AGENT_GOALS_S, "rows": rows, "targets": tg}, f, indent=2)
+        outfiles.write_json(args.json, {"per_agent_goals_s": WID1_PER_AGENT_GOALS_S, "rows": rows, "targets": tg}, indent=2)
     if args.plot:
         plot(rows, args.plot)
         print(f"wrote {args.plot}")

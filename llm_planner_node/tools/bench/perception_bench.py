@@ -25,7 +25,6 @@ Motions run at ``--time-scale`` of real time (the video and the detector in real
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import threading
@@ -88,9 +87,7 @@ def run(args: argparse.Namespace) -> int:
           f"{out['stale_frame_refusals']}")
     print("recall per class: " + ", ".join(f"{k} {v['found']}/{v['goals']}" for k, v in out["recall_per_class"].items()))
     if args.json:
-        with outfiles.create(args.json) as fh:
-            json.dump(out, fh, indent=2)
-        print(f"wrote {args.json}")
+        outfiles.write_json(args.json, out, indent=2)
     return 0
 
 

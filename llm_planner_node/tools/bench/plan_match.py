@@ -81,7 +81,7 @@ def skill_set_for(kind: str) -> SkillSet:
 # ---------------------------------------------------------------------------------------------
 # Loading and validation
 # ---------------------------------------------------------------------------------------------
-def _is_number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -98,7 +98,7 @@ def _pattern_call(raw: Any, ss: SkillSet) -> PatternCall:
         raise ValueError(f"skill '{name}' takes at most {len(spec.args)} argument(s), the pattern gives {len(args)}")
     for a, v in zip(spec.args, args):
         if a.type in ("int", "float"):
-            if not _is_number(v):
+            if not is_number(v):
                 raise ValueError(f"argument '{a.name}' of '{name}' must be a number, got {json.dumps(v)}")
             slack = NUMBER_TOLERANCE * abs(v)  # the values this pattern matches: v +- 10%
             if (a.min is not None and v + slack < a.min) or (a.max is not None and v - slack > a.max):
@@ -279,7 +279,7 @@ def arg_matches(value: Any, want: Any) -> bool:
 
     if isinstance(value, Var):
         return False  # a run-time value: only a wildcard (an omitted argument) matches it
-    if _is_number(want):
+    if is_number(want):
         return num_close(value, want)
     return _object(norm_str(value)) == _object(norm_str(want))
 

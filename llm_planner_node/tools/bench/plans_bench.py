@@ -76,7 +76,6 @@ be loaded]}``.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys
@@ -119,7 +118,7 @@ def loose_limits() -> dict[str, PlanLimits]:
             "arm": LOOSE_BOUNDS, "chat": LOOSE_BOUNDS}
 
 
-def _log(msg: str) -> None:
+def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
@@ -138,7 +137,7 @@ class PlanRun(GenerationRun):
         return None if self.t_first_segment is None else self.t_first_segment - self.t_add
 
 
-class _Progress:
+class Progress:
     """A tqdm bar on a terminal, else a line per 10 finished instructions (stderr)."""
 
     def __init__(self, total: int, label: str, enabled: bool) -> None:
@@ -154,7 +153,7 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(1)
         elif self.enabled and (self.done % 10 == 0 or self.done == self.total):
-            _log(f"  {self.label}: {self.done}/{self.total}")
+            log(f"  {self.label}: {self.done}/{self.total}")
 
     def close(self) -> None:
         if self.bar is not None:
@@ -170,7 +169,7 @@ def language_of(kind: str) -> str:
 
 def generate(engine: Any, build: Callable[..., object], items: Sequence[pm.Instruction], *,
              grammar: bool, max_tokens: int | Callable[[pm.Instruction, object], int], concurrency: int = 8,
-             timeout_s: float = 120.0, id_base: int = 0, progress: _Progress | None = None,
+             timeout_s: float = 120.0, id_base: int = 0, progress: Progress | None = None,
              objects: Mapping[str, tuple[str, ...]] | None = None, limits: Mapping[str, PlanLimits] | None = None,
              sampling: Mapping[str, Any] | None = None,
              scenes: Mapping[str, tuple[str, ...]] | None = None,
@@ -339,7 +338,7 @@ def _wrong_args(call: Any, want: pm.PatternCall) -> str:
             continue
         if isinstance(v, Var):
             return "variable argument"
-        if pm._is_number(w):
+        if pm.is_number(w):
             if any(pm.num_close(v, w * f) or pm.num_close(v, w / f) for f in UNIT_FACTORS):
                 return "wrong unit"
             return "wrong number"
@@ -643,10 +642,10 @@ def load_engine(engine_params: Any) -> Any:
     """The vLLM engine serving the model."""
     from llm_planner_node.tools.bench.grammar_bench import make_engine
 
-    _log(f"loading vLLM (model {engine_params.model}) ...")
+    log(f"loading vLLM (model {engine_params.model}) ...")
     t0 = time.monotonic()
     engine = make_engine(engine_params)
-    _log(f"vLLM ready in {time.monotonic() - t0:.0f} s")
+    log(f"vLLM ready in {time.monotonic() - t0:.0f} s")
     return engine
 
 
@@ -707,7 +706,7 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
             generate(engine, build, warm, grammar=grammar, max_tokens=mt, timeout_s=timeout_s,
                      id_base=5_000_000 + gid, **setup)
             gid += 100_000
-            bar = _Progress(len(vitems), label, progress)
+            bar = Progress(len(vitems), label, progress)
             per_kind, results, tokens, wall = {}, [], 0, 0.0
             try:
                 for k in kinds:
@@ -762,7 +761,7 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
                             "at intake, naming the object); the same items in every run"}
             run["items"] = results
             runs.append(run)
-            _log(f"  {label}: valid {run['valid']}/{run['instructions']}, match {run['semantic_match']}, "
+            log(f"  {label}: valid {run['valid']}/{run['instructions']}, match {run['semantic_match']}, "
                  f"{wall:.1f} s")
     return runs, skipped
 
@@ -900,7 +899,7 @@ def run(args: argparse.Namespace) -> int:
             engine_params = engine_for_model(replace(planner.engine, kind="vllm"), model)
             engine = load_engine(engine_params)
         except Exception as e:  # noqa: BLE001 - ModelError or an engine fault: reported, the others run
-            _log(f"{model}: cannot be loaded: {type(e).__name__}: {e}")
+            log(f"{model}: cannot be loaded: {type(e).__name__}: {e}")
             result["errors"].append({"model": model, "error": f"{type(e).__name__}: {e}"[:500]})
             continue
         result.setdefault("engines", {})[model] = {"max_model_len": engine_params.max_model_len,
@@ -916,8 +915,5 @@ def run(args: argparse.Namespace) -> int:
             engine.close()
     print(report(result, max(0, args.examples), max(0, args.failures)))
     if args.json:
-        with outfiles.create(args.json) as f:
-            json.dump(result, f, indent=1, default=str)
-            f.write("\n")
-        print(f"wrote {args.json}")
+        outfiles.write_json(args.json, result, indent=1)
     return 1 if result["errors"] else 0

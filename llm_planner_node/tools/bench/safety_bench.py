@@ -40,7 +40,6 @@ Phases:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import signal
@@ -56,7 +55,7 @@ import yaml
 
 from llm_planner_node.core.budgets import Budget, Cost, StaticBudget, call_cost, exceeded, inside, pose_after
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
-from llm_planner_node.tools.bench.faults_bench import _start, _stop
+from llm_planner_node.tools.bench.procs import start_process, stop_process
 
 TF = [sys.executable, "-m", "llm_planner_node.cli"]
 FENCE = (-500.0, 500.0, -500.0, 500.0, -200.0, 300.0)
@@ -205,8 +204,8 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     rclpy.init(context=ctx)
     out: dict[str, Any] = {}
     try:
-        procs["adapters"] = _start([*up, "--only", "adapters"], workdir / "adapters.log")
-        procs["planner"] = _start([*up, "--only", "planner"], workdir / "planner.log")
+        procs["adapters"] = start_process([*up, "--only", "adapters"], workdir / "adapters.log")
+        procs["planner"] = start_process([*up, "--only", "planner"], workdir / "planner.log")
         rec = Recorder(ctx)
         client = GoalClient(ctx)
         with spinning(client.node, ctx), spinning(rec.node, ctx):
@@ -215,7 +214,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             time.sleep(3.0)  # the adapters' subscriptions
             out["adversarial"] = _phase_plans(client, rec, kinds, budgets, args)
             out["planner_kill"] = _phase_kill(client, rec, kinds, procs, args, workdir)
-            procs["planner"] = _start([*up, "--only", "planner"], workdir / "planner2.log")
+            procs["planner"] = start_process([*up, "--only", "planner"], workdir / "planner2.log")
             if not client.wait_for_server(120.0):
                 raise RuntimeError(f"the planner did not come back; see {workdir / 'planner2.log'}")
             time.sleep(2.0)
@@ -225,7 +224,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         rec.node.destroy_node()
     finally:
         for p in procs.values():
-            _stop(p)
+            stop_process(p)
         rclpy.try_shutdown(context=ctx)
     adv = out["adversarial"]
     return {"adversarial_plans": adv["plans"], "dispatched_beyond_budget": adv["dispatched_beyond_budget"],
@@ -472,8 +471,7 @@ def run(args: argparse.Namespace) -> int:
         r = run_bench(args, Path(d))
     print(report(r))
     if args.json:
-        with outfiles.create(args.json) as f:
-            json.dump(r, f, indent=2)
+        outfiles.write_json(args.json, r, indent=2)
     ok = (r["dispatched_beyond_budget"] == 0 and r["executed_beyond_budget"] == 0 and r["fence_violations"] == 0
           and r["planner_kill"]["stopped"] == r["planner_kill"]["robots_moving"])
     return 0 if ok else 1

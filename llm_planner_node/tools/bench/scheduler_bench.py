@@ -16,7 +16,6 @@ Run: ``python -m llm_planner_node.tools.bench.scheduler_bench [--json PATH]``.
 from __future__ import annotations
 
 import argparse
-import json
 
 from llm_planner_node.core.policies import policy_names
 from llm_planner_node.tools import outfiles
@@ -49,11 +48,10 @@ def run(args: argparse.Namespace) -> int:
           f"<1 ms at 1,000 queued: {'met' if ok1000 else 'NOT met'}; "
           f"<1 ms at 5,000 queued: {'met' if ok5000 else 'NOT met'}")
     if args.json:
-        with outfiles.create(args.json) as f:
-            json.dump({"policy": args.policy, "admission": args.admission, "running": 4, "results": rows,
-                       "paper_table5_ms": PAPER_TABLE5_MS,
-                       "targets_met": {"50x_at_8": ok8, "under_1ms_at_1000": ok1000,
-                                       "under_1ms_at_5000": ok5000}}, f, indent=2)
+        outfiles.write_json(args.json, {"policy": args.policy, "admission": args.admission, "running": 4,
+                                        "results": rows, "paper_table5_ms": PAPER_TABLE5_MS,
+                                        "targets_met": {"50x_at_8": ok8, "under_1ms_at_1000": ok1000,
+                                                        "under_1ms_at_5000": ok5000}}, indent=2)
     return 0
 
 

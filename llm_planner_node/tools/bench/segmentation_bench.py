@@ -33,7 +33,6 @@ Runtime: ~1-2 minutes including vLLM start-up on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from typing import Any
@@ -392,9 +391,7 @@ def run(args: argparse.Namespace) -> int:
             print_live(live)
             result["vllm"] = live
     if getattr(args, "json", None):
-        with outfiles.create(args.json) as f:
-            json.dump(result, f, indent=1)
-            f.write("\n")
+        outfiles.write_json(args.json, result, indent=1)
     return 0 if all(r["meets_target"] for r in rows) else 1
 
 

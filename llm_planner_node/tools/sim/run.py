@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from llm_planner_node.core.policies import policy_names
@@ -49,6 +48,5 @@ def run(args: argparse.Namespace) -> int:
                   f"{s.mean_waiting_s:8.3f} {s.tokens_per_s:7.1f} {wall:7.2f}")
             out.append(s.as_dict())
     if args.json:
-        with outfiles.create(args.json) as f:
-            json.dump({"workload": args.workload, "seed": args.seed, "summaries": out}, f, indent=2)
+        outfiles.write_json(args.json, {"workload": args.workload, "seed": args.seed, "summaries": out}, indent=2)
     return 0

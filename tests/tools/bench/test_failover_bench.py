@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -102,12 +101,10 @@ def test_term_switches_read_when_each_adapter_obeyed_a_new_term():
 @pytest.mark.ros
 def test_one_kill_on_six_robots_loses_no_goal_and_runs_no_segment_twice(tmp_path):
     out = tmp_path / "failover.json"
-    t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "llm_planner_node.cli", "bench", "failover", "--drones", "3",
                         "--arms", "2", "--chats", "1", "--kills", "1", "--no-stop-once", "--seconds", "30",
                         "--gap-s", "2", "3", "--settle-s", "2", "--drain-s", "8", "--json", str(out)],
                        capture_output=True, text=True, timeout=120)
-    took = time.monotonic() - t0
     print(p.stdout)
     print(p.stderr[-3000:], file=sys.stderr)
     assert out.is_file(), p.stderr[-3000:]
@@ -117,4 +114,3 @@ def test_one_kill_on_six_robots_loses_no_goal_and_runs_no_segment_twice(tmp_path
     assert r["goals"] > 6 and r["lost"] == 0
     assert r["duplicate_segments"] == 0 and r["duplicate_segments_status"] == 0
     assert r["stale_commands_obeyed"] == 0 and r["robots_stopped_by_lease"] == 0
-    assert took <= 40, took

@@ -456,6 +456,8 @@ class RemoteEngine(StreamEngineCalls):
         if self.pool.poll_ok(s.url, metrics, now):
             if was_up_before:
                 log.warning("remote engine: server %s is back up; new generations go there again", s.url)
+            else:
+                log.info("remote engine: server %s is up (model %s)", s.url, s.model)
             self._check_parked()
 
     # -- generations (event-loop thread) ---------------------------------------------------------

@@ -78,6 +78,33 @@ ROLE_PERIOD_S = 1.0
 STANDBY_GONE_S = 3.0
 #: A standby's takeover waits this much longer for every live standby that ranks before it.
 TAKEOVER_STAGGER_S = 0.5
+
+
+class SilenceWatch:
+    """The active planner's silence as a standby judges it: the real time since the last journal
+    heard, found past the takeover time at two watch ticks in a row before it counts. rclpy's
+    executor runs the timers of one wait before its subscriptions and waits again before a
+    timer's next tick, so between the two ticks every subscription that had a message at the
+    first tick's wait has been taken: a standby that did not run for a while (starved on a loaded
+    host, paused) reads a journal the living active planner sent meanwhile before it could judge
+    it dead, and one that died is judged a tick later than its silence, still at the real time
+    of the silence."""
+
+    def __init__(self) -> None:
+        self._past: float | None = None  # the heard_at a tick last found past the takeover time
+
+    def observe(self, heard_at: float | None, now: float, takeover_s: float) -> float | None:
+        """The silence to act on at this tick (``now``), or None: no journal heard yet, not past
+        ``takeover_s``, or past it only since this tick; ``heard_at``: when the last journal arrived."""
+        if heard_at is None or now - heard_at < takeover_s:
+            self._past = None
+            return None
+        if self._past != heard_at:  # first found past: once more, after the journals waiting are read
+            self._past = heard_at
+            return None
+        return now - heard_at
+
+
 #: Goals a journal may carry (a rogue's oversize journal is dropped whole).
 MAX_JOURNAL_GOALS = 10_000
 
@@ -499,6 +526,11 @@ class FailoverLink:
         """Seconds since the active planner's last journal (None: none heard yet)."""
         heard = self.heard
         return None if heard is None else time.monotonic() - heard.at
+
+    def heard_at(self) -> float | None:
+        """When the active planner's last journal arrived (``time.monotonic()``; None: none yet)."""
+        heard = self.heard
+        return None if heard is None else heard.at
 
     def adoptable(self) -> list[JournalEntry]:
         """The goals the replica holds as entries to adopt, their ages run on to now (a goal

@@ -100,7 +100,7 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
         out = "\n".join(lines)
         assert killed.is_set(), out
         assert active.proc.wait(timeout=10) == -signal.SIGKILL
-        assert drone.returncode == 0, out
+        assert drone.returncode == 0, "\n--- a standby ---\n".join([out, *("\n".join(s.lines[-12:]) for s in standbys)])
         # one result, the whole plan, each segment executed once
         assert len(re.findall(r"^(SUCCEEDED|ROBOT_FAILED|TIMEOUT|CANCELLED|REJECTED|INVALID_PLAN)\b", out, re.M)) == 1, out
         assert re.search(r"^SUCCEEDED: plan of 4 segment\(s\) executed", out, re.M), out

@@ -168,11 +168,11 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
 
     # every goal ended SUCCEEDED, with the plan the model writes (token-identical through the failover)
     assert all(h.done for h in handles), f"{sum(not h.done for h in handles)} goals did not end\n{tail}"
-    statuses = [STATUS_NAMES.get(h._result.status, str(h._result.status)) for h in handles]
-    assert statuses == ["SUCCEEDED"] * N_GOALS, ([(s, h._result.message) for s, h in zip(statuses, handles)], tail)
+    statuses = [STATUS_NAMES.get(h.last_result.status, str(h.last_result.status)) for h in handles]
+    assert statuses == ["SUCCEEDED"] * N_GOALS, ([(s, h.last_result.message) for s, h in zip(statuses, handles)], tail)
     for h, ex in zip(handles, examples):  # plan_text: the segments' texts, each as the segmenter cut it
         seg = get_segmenter(ex.robot_kind)
-        assert h._result.plan_text == "".join(s.text for s in seg.feed(ex.plan) + seg.finish()), h._result.plan_text
+        assert h.last_result.plan_text == "".join(s.text for s in seg.feed(ex.plan) + seg.finish()), h.last_result.plan_text
 
     # the planner logged each failover, and its /diagnostics count them
     victim_url = servers.urls[victim]
@@ -181,13 +181,14 @@ def test_killing_a_server_mid_burst_through_up_every_goal_succeeds_and_the_failo
     # those from the killed server went to the survivor, or waited for it while it was still
     # marked down (both servers are frozen during each check for a busy one: on a loaded machine
     # the survivor can miss its polls, and its own generations may then fail over too), then
-    # resumed once it was back up
+    # resumed once it was (back) up: a survivor whose first poll had not yet answered when the
+    # victim died comes up for the first time then
     survivor = servers.urls[1 - victim]
     from_victim = [line for line in logged if f"from {victim_url} to " in line]
     assert from_victim, logged
     assert all(f"to {survivor}" in line or "to (no server up: waiting)" in line for line in from_victim), logged
     if any("(no server up: waiting)" in line for line in logged):
-        assert f"server {survivor} is back up" in log, tail
+        assert re.search(rf"server {re.escape(survivor)} is (back )?up", log), tail
     assert re.search(rf"server {re.escape(victim_url)} is down", log), tail
     assert final, "no diagnostics from the planner"
     assert int(final["failovers"]) == len(logged) >= 1, (final, logged)

@@ -180,3 +180,24 @@ def test_a_standby_that_joins_late_or_misses_a_journal_asks_for_a_snapshot_and_a
             lk.destroy()
             n.destroy_node()
         forger.destroy_node()
+
+
+def test_a_standby_acts_on_the_active_planners_silence_at_the_second_tick_that_finds_it_past_the_takeover_time():
+    """The silence is the real time since the last journal; the first tick that finds it past the
+    takeover time only arms the watch (the executor takes the journals waiting in its reader
+    before the next tick), the second acts on it; a journal heard in between disarms it."""
+    from pytest import approx
+
+    from llm_planner_node.ros.failover import SilenceWatch
+
+    w = SilenceWatch()
+    assert w.observe(None, 10.0, 1.5) is None        # no journal heard yet
+    assert w.observe(10.0, 11.45, 1.5) is None       # 1.45 s: not past
+    assert w.observe(10.0, 11.50, 1.5) is None       # 1.50 s: past, first found
+    assert w.observe(10.0, 11.55, 1.5) == approx(1.55)  # the next tick acts: a tick after the real silence
+    # a standby that did not run for 2 s: its first tick finds the silence past, the journal that
+    # waited in its reader is read before the next one, which finds it anew
+    assert w.observe(20.0, 22.05, 1.5) is None
+    assert w.observe(22.06, 22.10, 1.5) is None
+    assert w.observe(22.06, 23.56, 1.5) is None      # 1.50 s after that journal: first found again
+    assert w.observe(22.06, 25.0, 1.5) == approx(2.94)  # acted on whenever the next tick runs

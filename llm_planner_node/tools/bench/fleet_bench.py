@@ -48,6 +48,8 @@ entries per second they carry, snapshots and snapshot requests, and the active p
 journaling (writer thread and scheduler-thread takes, from its diagnostics) as % of a core over
 the sending phase. ``--standby both`` runs each size without a standby, then with one, and
 reports the ratios (``standby_vs_none``: planner CPU under load, inflation mean and p90).
+``--repeats K`` runs each size (and mode) K times, alternating the modes (A B A B), and reports
+each figure's runs, median, min and max (``repeats``); the ratios are then of the medians.
 ``--kill-at S`` (with a standby) SIGKILLs the active planner S seconds into the sending phase and
 reports the takeover (``takeover``): the goals in flight at the kill (accepted, no result), how
 many the standby adopted (its ``planner/active`` message), how they ended, and the seconds from
@@ -64,11 +66,11 @@ Run: ``timely-fleet bench fleet [--sizes 100,300,1000] [--duration-s 60] [--json
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -79,7 +81,9 @@ from typing import Any
 
 import yaml
 
-from llm_planner_node.tools.bench.faults_bench import CLI, STATUS_NAMES, TIMEOUT, _start, _stop, in_workdir, pct, proc_sample
+from llm_planner_node.tools import outfiles
+from llm_planner_node.tools.bench.faults_bench import CLI, STATUS_NAMES, TIMEOUT, in_workdir, pct, proc_sample
+from llm_planner_node.tools.bench.procs import start_process, stop_process
 
 SUCCEEDED = 0
 WID1_EPS_PER_AGENT = 0.25 / 25  # WID1: 0.25 events/s for 25 agents, 4.5 tasks per event on average
@@ -111,6 +115,7 @@ class Config:
     standby: str = "no"  # no | yes | both
     standby_nice: int = 10
     kill_at_s: float | None = None
+    repeats: int = 1  # runs of each size and mode, one after the other (A B A B with --standby both)
 
 
 def threads_of(pid: int) -> int | None:
@@ -262,7 +267,7 @@ def measure_wakeup(n: int, mode: str, count: int, tmp: Path, rate: float = 200.0
     finally:
         stop.set()
         th.join(5)
-        _stop(pub, wait_s=5)
+        stop_process(pub, wait_s=5)
         ex.shutdown()
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)
@@ -347,16 +352,16 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
     try:
         up = [*CLI, "up", "--log-level", "warning", "--params", str(params)]
         t_launch = time.monotonic()
-        procs["planner"] = _start([*up, "--only", "planner"], tmp / f"planner_{tag}.log")
+        procs["planner"] = start_process([*up, "--only", "planner"], tmp / f"planner_{tag}.log")
         if standby:
             # at a lower CPU priority (nice): on one shared host, a standby's following must not
             # take CPU from the active planner's goals (on its own host it need not be niced)
             nice = ["nice", "-n", str(cfg.standby_nice)] if cfg.standby_nice else []
-            procs["standby"] = _start([*nice, *up, "--standby"], tmp / f"standby_{tag}.log")
+            procs["standby"] = start_process([*nice, *up, "--standby"], tmp / f"standby_{tag}.log")
         k_procs = max(1, min(cfg.adapter_procs, n))
         for k in range(k_procs):
-            procs[f"adapters_{k + 1}"] = _start([*up, "--only", "adapters", "--time-scale", str(cfg.time_scale),
-                                                 "--robots", f"{k + 1}/{k_procs}"], tmp / f"adapters_{tag}_{k + 1}.log")
+            procs[f"adapters_{k + 1}"] = start_process([*up, "--only", "adapters", "--time-scale", str(cfg.time_scale),
+                                                        "--robots", f"{k + 1}/{k_procs}"], tmp / f"adapters_{tag}_{k + 1}.log")
         client = GoalClient(ctx, name="fleet_bench_client")
         from diagnostic_msgs.msg import DiagnosticArray
 
@@ -479,7 +484,7 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
             name = STATUS_NAMES.get(res.status, str(res.status))
             by_status[name] = by_status.get(name, 0) + 1
             if res.status != SUCCEEDED:
-                why = f"{name}: " + re.split(r"[0-9]", str(res.message), maxsplit=1)[0][:80]
+                why = f"{name}: " + re.sub(r"\d+(\.\d+)?", "N", str(res.message))[:120]  # numbers said once
                 reasons[why] = reasons.get(why, 0) + 1
             live.append(float(res.response_time_s) if res.status == SUCCEEDED else None)
             if res.status == SUCCEEDED and len(res.segments):
@@ -557,7 +562,7 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
         if spinner is not None:
             spinner.join(5)
         for name, p in procs.items():
-            _stop(p)
+            stop_process(p)
         if client is not None:
             client.destroy()
         if ex is not None:
@@ -571,20 +576,77 @@ def run_bench(cfg: Config, tmp: Path) -> dict[str, Any]:
                            "wid1_goals_per_robot_s": WID1_GOALS_PER_AGENT_S, "cpus": os.cpu_count(), "sizes": []}
     modes = {"no": (False,), "yes": (True,), "both": (False, True)}[cfg.standby]
     for n in cfg.sizes:
-        runs = []
-        for standby in modes:
-            r = run_size(cfg, n, tmp, standby)
-            r["wakeup"] = {}
-            if cfg.wakeup and standby == modes[0]:
-                for mode in ("per_robot", "shared"):
-                    r["wakeup"][mode] = measure_wakeup(n, mode, cfg.wakeup_msgs, tmp)
-            out["sizes"].append(r)
-            runs.append(r)
-            print_row(r)
-        if len(runs) == 2:
-            out.setdefault("standby_vs_none", []).append(standby_ratios(runs[0], runs[1]))
+        runs: dict[bool, list[dict[str, Any]]] = {m: [] for m in modes}
+        for rep in range(cfg.repeats):
+            for standby in modes:
+                r = run_size(cfg, n, tmp, standby)
+                r["repeat"] = rep
+                r["wakeup"] = {}
+                if cfg.wakeup and standby == modes[0] and rep == 0:
+                    for mode in ("per_robot", "shared"):
+                        r["wakeup"][mode] = measure_wakeup(n, mode, cfg.wakeup_msgs, tmp)
+                out["sizes"].append(r)
+                runs[standby].append(r)
+                print_row(r)
+        if cfg.repeats > 1:
+            out.setdefault("repeats", []).append(repeat_summary(n, runs))
+            print(f"N={n:>5}  over {cfg.repeats} repeats: {out['repeats'][-1]}", flush=True)
+        if len(modes) == 2:
+            out.setdefault("standby_vs_none", []).append(standby_ratios(median_row(runs[False]),
+                                                                        median_row(runs[True])))
             print(f"N={n:>5}  with a standby / without: {out['standby_vs_none'][-1]}", flush=True)
     return out
+
+
+#: the figures of a run that :func:`repeat_summary` gives the spread of, and :func:`median_row` the median of
+REPEATED = ("inflation_mean", "inflation_p90", "planner_load_cpu_pct", "journal_cpu_pct_of_core")
+
+
+def _holder(r: dict[str, Any], key: str) -> tuple[dict[str, Any], str]:
+    """The dict of a run's row that holds figure ``key``, and its name there."""
+    if key == "planner_load_cpu_pct":
+        return r["processes"]["planner"], "load_cpu_pct"
+    if key == "journal_cpu_pct_of_core":
+        return r["journal"], "cpu_pct_of_core"
+    return r, key
+
+
+def _figure(r: dict[str, Any], key: str) -> float | None:
+    holder, name = _holder(r, key)
+    return holder.get(name)
+
+
+def _median(xs: list[float | None]) -> float | None:
+    got = [x for x in xs if x is not None]
+    return round(statistics.median(got), 4) if got else None
+
+
+def repeat_summary(n: int, runs: dict[bool, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Each figure of :data:`REPEATED` over the repeats of one size, per mode ("none",
+    "standby"): every run's value in order, their median, min and max (the spread between
+    repeats of the same code, against which a target or a change is judged)."""
+    out: dict[str, Any] = {"n": n}
+    for standby, rows in runs.items():
+        mode = "standby" if standby else "none"
+        for key in REPEATED:
+            vals = [_figure(r, key) for r in rows]
+            got = [v for v in vals if v is not None]
+            out.setdefault(key, {})[mode] = {"runs": vals, "median": _median(vals),
+                                             "min": min(got) if got else None, "max": max(got) if got else None}
+    return out
+
+
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's row with :data:`REPEATED` replaced by their medians over ``rows`` (the row
+    itself when there is one)."""
+    if len(rows) == 1:
+        return rows[0]
+    r = {**rows[0], "processes": {**rows[0]["processes"], "planner": {**rows[0]["processes"]["planner"]}},
+         "journal": {**rows[0]["journal"]}}
+    for key in REPEATED:
+        holder, name = _holder(r, key)
+        holder[name] = _median([_figure(x, key) for x in rows])
+    return r
 
 
 def standby_ratios(none: dict[str, Any], with_standby: dict[str, Any]) -> dict[str, Any]:
@@ -652,6 +714,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the standby's niceness on this shared host (default: %(default)s; 0: as the active planner)")
     parser.add_argument("--kill-at", dest="kill_at_s", type=float, default=None, metavar="S",
                         help="with --standby: SIGKILL the active planner S s into the sending phase")
+    parser.add_argument("--repeats", type=int, default=d.repeats,
+                        help="runs of each size (and mode: A B A B with --standby both), their spread and "
+                             "medians reported (default: %(default)s)")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
 
 
@@ -660,11 +725,14 @@ def run(args: argparse.Namespace) -> int:
                  drain_s=args.drain_s, idle_s=args.idle_s, time_scale=args.time_scale,
                  adapter_procs=args.adapter_procs, policy=args.policy, security=args.security, seed=args.seed,
                  wakeup_msgs=args.wakeup_msgs, wakeup=not args.no_wakeup, standby=args.standby,
-                 standby_nice=args.standby_nice, kill_at_s=args.kill_at_s)
+                 standby_nice=args.standby_nice, kill_at_s=args.kill_at_s, repeats=args.repeats)
+    if cfg.repeats < 1:
+        print("timely-fleet bench fleet: --repeats must be at least 1", file=sys.stderr)
+        return 2
     if cfg.kill_at_s is not None and cfg.standby == "no":
         print("timely-fleet bench fleet: --kill-at needs --standby (a standby to take over)", file=sys.stderr)
         return 2
     r = in_workdir("fleet_bench_", lambda workdir: run_bench(cfg, workdir))
     if args.json:
-        Path(args.json).write_text(json.dumps(r, indent=2, default=str))
+        outfiles.write_json(args.json, r, indent=2)
     return 0

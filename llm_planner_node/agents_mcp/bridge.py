@@ -32,6 +32,7 @@ APPROVAL_PREFIX = "waiting for approval of segment"
 ROBOT_STATES = {0: "idle", 1: "received", 2: "executing", 3: "done", 4: "failed", 5: "cancelled"}
 DIAG_LEVELS = {0: "OK", 1: "WARN", 2: "ERROR", 3: "STALE"}
 KEEP_FINISHED = 2000          # ended goals remembered (own and others'), oldest dropped first
+PLAN_RAN_THROUGH = (0, 10)    # SUCCEEDED, NOT_ACHIEVED: the goal's last segment ended its plan
 SERVICE_WAIT_S = 3.0          # a planner service not yet discovered: wait this long before refusing
 
 
@@ -63,7 +64,7 @@ def late_segments(res: Any, reported: set[int]) -> list[Any]:
         out.append(SimpleNamespace(index=int(s.index), text=s.text, skills=list(s.skills),
                                    queue_s=max(0.0, s.generation_start_s - s.queued_s),
                                    generation_s=max(0.0, s.generation_end_s - s.generation_start_s),
-                                   final=int(s.index) == last and int(res.status) == 0))
+                                   final=int(s.index) == last and int(res.status) in PLAN_RAN_THROUGH))
     return out
 
 
@@ -71,6 +72,8 @@ def result_dict(res: Any, beta: float | None = None) -> dict[str, Any]:
     """A PlanTask result (or GoalResult record) as the tools return it."""
     out: dict[str, Any] = {
         "status": STATUS_NAMES.get(int(res.status), str(res.status)), "message": res.message,
+        # why it ended, machine-readable (PlanTask.Result.reason: "not_achieved", "unperceivable", ...)
+        "reason": res.reason,
         "plan_text": res.plan_text,
         "plans": list(res.plans),  # every plan of the goal: the first, then one per re-plan
         "segments": [{"index": int(s.index), "text": s.text, "skills": [skill_text(k) for k in s.skills],
@@ -83,7 +86,9 @@ def result_dict(res: Any, beta: float | None = None) -> dict[str, Any]:
         "time_utility": round(float(res.time_utility), 4),
         # what the robot found: the plan's return value (None: it returned nothing) and every answer
         "return_value": res.return_value if res.has_return_value else None,
-        "answers": [{"segment": int(a.segment), "skill": a.skill, "value": a.value} for a in res.answers]}
+        "answers": [{"segment": int(a.segment), "skill": a.skill, "value": a.value} for a in res.answers],
+        # NOT_ACHIEVED: the action skill calls that answered they did not do their action
+        "unachieved": [{"segment": int(a.segment), "skill": a.skill, "value": a.value} for a in res.unachieved]}
     if beta is not None:
         out["max_utility"] = beta
     return out

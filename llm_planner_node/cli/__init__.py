@@ -53,6 +53,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench overload": ("graceful degradation: utility and throughput vs load, 25 to 5,000 agents (simulator)", "llm_planner_node.tools.bench.overload_bench"),
     "bench grammar": ("grammar-safe generation vs free decoding on held-out instructions: INVALID_PLAN, exact plans, cost", "llm_planner_node.tools.bench.grammar_bench"),
     "bench plans": ("plan quality of any model on held-out instructions: valid, semantic match, executed on simulated robots, unsafe", "llm_planner_node.tools.bench.plans_bench"),
+    "bench substitution": ("plans about things outside a camera drone's classes and inside them: refused naming the thing, or substitutes dispatched (`--calibrate` fits the object check)", "llm_planner_node.tools.bench.substitution_bench"),
     "bench engines": ("in-process vLLM vs remote vLLM servers: per-token overhead, time to first segment, 1 vs 2 servers", "llm_planner_node.tools.bench.engines_bench"),
     "bench safety": ("adversarial plans, a planner killed mid-plan and an emergency stop against planner and adapters as separate processes", "llm_planner_node.tools.bench.safety_bench"),
     "bench failover": ("planner failover under load: the active planner SIGKILLed K times (and once SIGSTOPped) while goals run, a standby taking over each time: lost goals, duplicate segments, stale commands, takeover time", "llm_planner_node.tools.bench.failover_bench"),

@@ -164,6 +164,8 @@ def _send_and_watch(client: GoalClient, args: argparse.Namespace, tuf: tuple[flo
             say(f"  plan {i + 1}: {p}")
     for a in res.answers:  # what the robot found, skill by skill
         say(f"  segment {a.segment}: {a.skill} -> {a.value}")
+    for a in res.unachieved:  # NOT_ACHIEVED: the calls that did not do their action
+        say(f"  not achieved: segment {a.segment}: {a.skill} -> {a.value}")
     if res.has_return_value:
         say(f"the plan returned {res.return_value}")
     if res.status == 0:

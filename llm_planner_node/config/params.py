@@ -557,15 +557,12 @@ def perceivable_objects(robot: RobotParams) -> tuple[str, ...] | None:
 
 def plan_objects(robot: RobotParams) -> tuple[str, ...]:
     """The object arguments ``robot``'s plans may name (its plan grammar's; empty: any name): an
-    arm's declared objects; for a drone that perceives through a known detector, its classes by
-    any of their names (and any objects its YAML declares), so a plan cannot send it after a
-    thing it can never find."""
-    from llm_planner_node.core.perceivable import nameable
-
-    if robot.kind == "drone":
-        known = perceivable_objects(robot)
-        if known is not None:
-            return tuple(dict.fromkeys((*robot.objects, *nameable(known))))
+    arm's declared objects; for a drone that perceives through a known detector, any name (one
+    grammar for all its goals: whether a plan's objects are the instruction's and perceivable is
+    checked before each segment's dispatch, grounding/objects.py, so the grammar never forces a
+    substitute for a thing the detector lacks); else its declared objects."""
+    if robot.kind == "drone" and perceivable_objects(robot) is not None:
+        return ()
     return tuple(robot.objects)
 
 

@@ -22,7 +22,8 @@ class FinishReason(str, Enum):
 
 class RejectReason(str, Enum):
     """Why the planner refused a goal at intake (the ``PlanTask`` result is REJECTED; its message
-    gives the details)."""
+    gives the details), or a plan before dispatch (INVALID_PLAN: UNPERCEIVABLE, SUBSTITUTED). The
+    value is the result's ``reason``."""
 
     FIELD = "field"                  # a field empty, too long or over a limit (instruction, ids, max_tokens)
     UNKNOWN_ROBOT = "unknown_robot"  # no such robot in the fleet
@@ -35,6 +36,7 @@ class RejectReason(str, Enum):
     BATTERY = "battery"              # the robot's measured battery cannot see the goal through
     LINK = "link"                    # the robot's telemetry went silent (off, or out of radio range)
     UNPERCEIVABLE = "unperceivable"  # the instruction is about a thing the robot cannot perceive
+    SUBSTITUTED = "substituted"      # a plan names a thing other than what the instruction asks for
     PROMPT = "prompt"                # the prompt builder refused the instruction
     CORE = "core"                    # the core refused the goal (it can never run)
 
@@ -75,6 +77,7 @@ class ActionStatus(IntEnum):
     TRUNCATED = 7
     SHED = 8
     REPLAN_REFUSED = 9
+    NOT_ACHIEVED = 10
 
 
 #: status value -> name, as `timely-fleet goal` prints it

@@ -1,17 +1,13 @@
-"""What a robot can perceive, and an instruction about something it cannot.
+"""What a robot can perceive by name: a detector's classes and their common names.
 
 A robot finds only what its perception source knows: a drone's detector reports its classes (the
-default detector: COCO's 80, :data:`COCO_LABELS`), an arm knows the objects of its workspace. A
-plan can only name those (the plan grammar's objects), so an instruction about something else
-("find my keys" to a drone whose detector has no keys class) would become a plan about a
-substitute ("scan(cat)") that is found and ends SUCCEEDED. :func:`unperceivable` finds such an
-instruction before any plan is written, so the planner refuses it naming the object.
-
-It looks for the words of :data:`THINGS` (everyday objects a user asks robots about that COCO has
-no class for) and for COCO classes the robot does not have, each with its common names
-(:data:`SYNONYMS`: "kitty" is a cat, "phone" a cell phone). A word it does not know is left to
-the plan: "find a tool for cutting paper" names no thing of the list, and the planner may well
-look for scissors.
+default detector: COCO's 80, :data:`COCO_LABELS`), an arm knows the objects of its workspace.
+:data:`SYNONYMS` are the common names of COCO's classes ("kitty" is a cat, "phone" a cell phone):
+the detector's own vocabulary, which the drone's perception maps back to the class. With them
+:func:`unperceivable` finds, before any plan is written, an instruction that names a COCO class the
+robot's detector lacks (a detector node declaring fewer classes, an arm's workspace). Whether a
+plan's objects are the instruction's, and perceivable, for any word, is decided before each
+segment's dispatch by :mod:`llm_planner_node.grounding.objects`.
 """
 
 from __future__ import annotations
@@ -47,17 +43,6 @@ SYNONYMS: dict[str, str] = {
     "glass": "wine_glass", "hairdryer": "hair_drier", "doughnut": "donut", "controller": "remote",
     "oranges": "orange", "apples": "apple", "bananas": "banana", "carrots": "carrot",
 }
-
-#: everyday things users ask robots about that COCO has no class for
-THINGS: frozenset[str] = frozenset("""
-    door doors window windows extinguisher parcel parcels package packages cabinet drawer
-    shelf shelves stairs staircase ladder whiteboard flag balloon helmet
-    keys key keychain wallet wallets glasses sunglasses spectacles charger cable headphones earphones
-    earbuds necklace jewelry coin coins card cards passport envelope pen pens pencil pencils marker
-    screwdriver hammer wrench pliers shoe shoes sneaker sneakers boots sock socks slipper slippers hat
-    jacket coat shirt towel blanket pillow lamp candle flashlight lighter medicine pills toy toys doll
-    lego legos puzzle tablet ipad mirror broom mop bucket sponge plate plates kettle jar
-""".split())
 
 _WORDS = re.compile(r"[a-z]+")
 #: at most this many objects of a scene go into a prompt (the highest-scoring first)
@@ -96,14 +81,14 @@ def nameable(classes: Iterable[str]) -> tuple[str, ...]:
 
 
 def named_things(instruction: str) -> list[str]:
-    """The things ``instruction`` names (COCO classes, by synonym too, and the lexicon's other
-    things), in order: what a robot would have to perceive to do it."""
+    """The COCO classes ``instruction`` names (by synonym too), in order."""
     return unperceivable(instruction, ())
 
 
 def unperceivable(instruction: str, perceivable: Iterable[str]) -> list[str]:
-    """The things ``instruction`` names that a robot perceiving ``perceivable`` (class or object
-    names, snake_case) cannot find, in the order they appear; [] when it names none."""
+    """The COCO classes ``instruction`` names (by any of their names) that a robot perceiving
+    ``perceivable`` (class or object names, snake_case) cannot find, in the order they appear; []
+    when it names none."""
     known = frozenset(p.lower() for p in perceivable)
     words = _WORDS.findall(instruction.lower())
     out: list[str] = []
@@ -118,7 +103,7 @@ def unperceivable(instruction: str, perceivable: Iterable[str]) -> list[str]:
             continue
         w = words[i]
         name = _canonical(w, known)
-        if name not in known and (w in THINGS or name in COCO_LABELS) and w not in out and name not in out:
-            out.append(w if w in THINGS else name)
+        if name not in known and name in COCO_LABELS and name not in out:
+            out.append(name)
         i += 1
     return out

@@ -47,7 +47,7 @@ from llm_planner_node.core.predictors import LengthPredictor
 from llm_planner_node.core.outcomes import FinishReason
 from llm_planner_node.core.priority import waiting_time
 from llm_planner_node.core.queue import GenerationQueue, QueueView, queue_row
-from llm_planner_node.core.skills import SkillCall
+from llm_planner_node.core.skills import SkillCall, skill_set_of
 from llm_planner_node.core.task_model import EndKind, GenState, Goal, Progress, Request, Segment
 
 ROBOT_STATES = ("started", "finished", "failed")
@@ -581,14 +581,30 @@ class Planner:
     def _plan_executed(self, req: Request) -> None:
         """Every segment of a generated plan executed: SUCCEEDED, or TRUNCATED if the plan was
         cut by max_tokens (what ran is not the whole plan), or, when its robot ran ``re_plan``,
-        the goal goes on in a new generation (:meth:`_replan`)."""
+        the goal goes on in a new generation (:meth:`_replan`), or NOT_ACHIEVED when a call of
+        an action skill answered that it did not do its action (only the goal's last plan
+        counts: an earlier one's miss is what its re-plan is for)."""
         if req.truncated:
             self._end(req, EndKind.TRUNCATED, f"plan cut at max_tokens={req.goal.max_tokens} after "
                                               f"{len(req.segments)} segment(s); those segments were executed")
         elif self.replanner is not None and req.asked_replan():
             self._replan(req)
+        elif missed := self._unachieved(req):
+            req.unachieved = tuple((seq, call, value) for seq, call, value, _why in missed)
+            said = "; ".join(f"{call} answered {value}: {why}" for _seq, call, value, why in missed)
+            self._end(req, EndKind.NOT_ACHIEVED, f"plan executed, but {said}")
         else:
             self._end(req, EndKind.SUCCEEDED, "plan executed")
+
+    @staticmethod
+    def _unachieved(req: Request) -> list[tuple[int, str, str, str]]:
+        """The calls of this plan whose answer says their skill did not do its action, in the
+        order the robot ran them: (robot sequence number, call, value, what it means)."""
+        skills = skill_set_of(req.goal.skill_set_id, req.goal.robot_kind)
+        if skills is None:
+            return []
+        return [(req.seq_base + k, call, value, why) for k in sorted(req.answers) for call, value in req.answers[k]
+                if (why := skills.unachieved(call, value)) is not None]
 
     def _replan(self, req: Request) -> None:
         """The plan asked for a new one: queue the goal's next generation on the same time-utility

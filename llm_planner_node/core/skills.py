@@ -106,6 +106,11 @@ class SkillSpec:
     #: skill after this long; when unset, the limit comes from the profiled worst case
     #: (``ExecutionTimeModel.worst_case_calls``).
     max_s: float | None = None
+    #: Set on an action skill whose boolean answer says whether it did its action (``goto``
+    #: answers False when the object was never in view): what False means. A plan that ran
+    #: through but had such a call answer False did not do what it was asked (NOT_ACHIEVED).
+    #: Empty for searches and perception, whose False is a finding ("not found"), not a failure.
+    achieves: str = ""
 
     @property
     def min_args(self) -> int:
@@ -171,6 +176,16 @@ class SkillSet:
         spec.check_arity(len(args))
         return SkillCall(spec.name, tuple(a.coerce(spec.name, v) for a, v in zip(spec.args, args)))
 
+    def unachieved(self, call: str, value: str) -> str | None:
+        """What a call's answer means when it says the skill did not do its action (a skill with
+        ``achieves`` that answered False), else None. ``call`` is the call as the robot reports
+        it (``goto(person)``); a skill not in this set is None."""
+        name = call.split("(", 1)[0].strip()
+        spec = self._index.get(name)
+        if spec is None or not spec.achieves or spec.returns != "bool":
+            return None
+        return spec.achieves if value.strip() == "False" else None
+
     def prompt_text(self) -> str:
         """Skill list as it appears in the planner prompt (one skill per line)."""
         lines = []
@@ -206,9 +221,11 @@ TELLO_MINISPEC = SkillSet(
         SkillSpec("scan", (_a("object", "str"),), alias="s", returns="bool",
                   description="rotate until the object is visible; scene-dependent duration"),
         SkillSpec("scan_abstract", (_a("question", "str"),), alias="sa", returns="str", description="rotate until something matching a description is visible; returns its name"),
-        SkillSpec("orienting", (_a("object", "str"),), alias="o", returns="bool", description="turn to face the object"),
+        SkillSpec("orienting", (_a("object", "str"),), alias="o", returns="bool", description="turn to face the object",
+                  achieves="did not face it (not in view)"),
         SkillSpec("approach", alias="a", description="fly ~1 m towards the object in view"),
-        SkillSpec("goto", (_a("object", "str"),), alias="g", returns="bool", description="fly to the object"),
+        SkillSpec("goto", (_a("object", "str"),), alias="g", returns="bool", description="fly to the object",
+                  achieves="did not reach it (not in view)"),
         SkillSpec("is_visible", (_a("object", "str"),), alias="iv", kind="perception", returns="bool", description="whether the object is in view now"),
         SkillSpec("object_x", (_a("object", "str"),), alias="ox", kind="perception", returns="float", description="horizontal position of the object in view (0-1)"),
         SkillSpec("object_y", (_a("object", "str"),), alias="oy", kind="perception", returns="float", description="vertical position of the object in view (0-1)"),
@@ -268,3 +285,9 @@ DEFAULT_SKILL_SET_FOR_KIND: dict[str, str] = {
 }
 
 ROBOT_KINDS = tuple(DEFAULT_SKILL_SET_FOR_KIND)
+
+
+def skill_set_of(skill_set_id: str | None, robot_kind: str) -> SkillSet | None:
+    """The registered skill set a goal runs (its own id, else its robot kind's default); None
+    if neither is registered."""
+    return DEFAULT_SKILL_SETS.get(skill_set_id or DEFAULT_SKILL_SET_FOR_KIND.get(robot_kind, ""))

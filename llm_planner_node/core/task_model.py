@@ -63,12 +63,14 @@ class EndKind(enum.Enum):
                                      # new generation (never a goal's end, only this generation's)
     REPLAN_REFUSED = "replan_refused"  # the executed plan asked for a re-plan the planner could not
                                        # give (planner.max_replans reached, or its prompt did not fit)
+    NOT_ACHIEVED = "not_achieved"    # every segment executed, but an action skill answered that it
+                                     # did not do its action (SkillSpec.achieves: goto(x) -> False)
 
     @property
     def state(self) -> GenState:
         """The terminal generation state this end puts a request in."""
         return {EndKind.SUCCEEDED: GenState.FINISHED, EndKind.TRUNCATED: GenState.FINISHED,
-                EndKind.REPLANNED: GenState.FINISHED,
+                EndKind.REPLANNED: GenState.FINISHED, EndKind.NOT_ACHIEVED: GenState.FINISHED,
                 EndKind.CANCELLED: GenState.CANCELLED}.get(self, GenState.FAILED)
 
 
@@ -203,6 +205,9 @@ class Request:
     # what the robot found: each segment's answers (skill call, value) and the plan's return value
     answers: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     return_value: str | None = None
+    # the calls that answered they did not do their action (robot sequence number, call, value);
+    # set by the core when it ends the request NOT_ACHIEVED
+    unachieved: tuple[tuple[int, str, str], ...] = ()
     # re-planning: the goal's earlier generations (oldest first), the robot's sequence number of
     # this generation's segment 0, and the generation that continued this one
     earlier: tuple["Request", ...] = ()

@@ -8,7 +8,8 @@ its ends, is :mod:`.robot_link`).
 - :data:`STATUS_OF` is the one map from the core's :class:`~.core.task_model.EndKind` to the
   ``PlanTask`` result status;
 - :func:`build_result` turns a terminal request into a ``PlanTask.Result`` with the timings of
-  :func:`~.core.metrics.measured_times`.
+  :func:`~.core.metrics.measured_times`; :func:`result_reason` is the one rule for its
+  machine-readable ``reason`` (a refusal's too).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ STATUS_OF: dict[EndKind, int] = {
     EndKind.TRUNCATED: Result.STATUS_TRUNCATED,
     EndKind.SHED: Result.STATUS_SHED,
     EndKind.REPLAN_REFUSED: Result.STATUS_REPLAN_REFUSED,
+    EndKind.NOT_ACHIEVED: Result.STATUS_NOT_ACHIEVED,
 }
 # EndKind.REPLANNED ends a generation, never a goal (the goal goes on in the next one): no status
 
@@ -87,6 +89,17 @@ def result_message(req: Request) -> str:
     return req.end_reason or (req.end.value if req.end else "ended")
 
 
+def result_reason(why: str, end: EndKind | None = None) -> str:
+    """The result's machine-readable ``reason``: a :class:`~.core.outcomes.Rejection`'s
+    RejectReason value (a refusal at intake, or a plan the core refused with one, as
+    INVALID_PLAN "unperceivable"), else the core's end (``EndKind`` value: "not_achieved",
+    "succeeded", "cancelled", ...), else "rejected" (a refusal given as plain text)."""
+    reason = getattr(why, "reason", None)
+    if reason is not None:
+        return str(getattr(reason, "value", reason))
+    return end.value if end is not None else "rejected"
+
+
 def build_result(req: Request) -> Any:
     """The PlanTask result of a terminal request: every plan of its goal (re-plans), segments
     numbered as the robot ran them, times relative to the goal's arrival."""
@@ -109,7 +122,8 @@ def build_result(req: Request) -> Any:
                   plan_text="".join(plans), plans=plans, segments=reports,
                   response_time_s=response, robot_waiting_s=waiting, time_utility=utility,
                   has_return_value=req.return_value is not None, return_value=req.return_value or "",
-                  answers=answer_msgs(req))
+                  answers=answer_msgs(req), reason=result_reason(req.end_reason, req.end),
+                  unachieved=[SkillAnswer(segment=seq, skill=n, value=v) for seq, n, v in req.unachieved])
 
 
 def answer_msgs(req: Request) -> list[Any]:
@@ -119,9 +133,11 @@ def answer_msgs(req: Request) -> list[Any]:
 
 
 def rejected_result(reason: str) -> Any:
-    return Result(status=Result.STATUS_REJECTED, message=reason, response_time_s=-1.0, robot_waiting_s=-1.0)
+    """The result of a goal refused before it reached the core (``reason``: its Rejection)."""
+    return Result(status=Result.STATUS_REJECTED, message=reason, reason=result_reason(reason),
+                  response_time_s=-1.0, robot_waiting_s=-1.0)
 
 
 __all__ = ["ACTION_NAME", "ACTION_QOS", "DIAGNOSTICS_TOPIC", "FEEDBACK_QOS", "GOALS_TOPIC", "JOURNAL_ACK_TOPIC", "JOURNAL_TOPIC",
            "LATCHED_QOS", "RESULTS_TOPIC", "ROLE_TOPIC", "STATS_TOPIC", "STATUS_OF", "action_qos_kwargs",
-           "answer_msgs", "build_result", "rejected_result", "result_message"]
+           "answer_msgs", "build_result", "rejected_result", "result_message", "result_reason"]

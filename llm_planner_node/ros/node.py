@@ -55,7 +55,7 @@ from llm_planner_node.config.params import FleetParams
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, StatusIn, safe_text
 from llm_planner_node.ros.action_server import FinishLaterActionServer, mark_cancelling, rcutils_log_emitter
 from llm_planner_node.ros.failover import (JOURNAL_MIN_S, JOURNAL_PERIOD_S, ROLE_PERIOD_S, TAKEOVER_STAGGER_S,
-                                          FailoverLink, JournalOut)
+                                          FailoverLink, JournalOut, SilenceWatch)
 from llm_planner_node.service.takeover import JournalEntry, JournalTake
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
 from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key, measured_of
@@ -135,6 +135,7 @@ class PlannerNode(LifecycleNode):
         self._unjournaled: dict[str, float] = {}
         self._lifecycle_active = False
         self._last_tick = time.monotonic()  # the failover tick's last run (a pause shows as a gap)
+        self._silence = SilenceWatch()  # a standby's judge of the active planner's silence
         self.takeovers: list[dict[str, Any]] = []  # each takeover: term, from, adopted goal ids, seconds
         self._service_args = dict(engine=engine, engine_factory=engine_factory, prompt_builder=prompt_builder,
                                   clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends,
@@ -453,7 +454,8 @@ class PlannerNode(LifecycleNode):
             robot_id=g.robot_id, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha, beta=g.tuf.beta,
             plan_text=res.plan_text, plans=res.plans, segments=res.segments, response_time_s=res.response_time_s,
             robot_waiting_s=res.robot_waiting_s, time_utility=res.time_utility,
-            has_return_value=res.has_return_value, return_value=res.return_value, answers=res.answers))
+            has_return_value=res.has_return_value, return_value=res.return_value, answers=res.answers,
+            unachieved=res.unachieved, reason=res.reason))
         self._log_end(goal_id, g.robot_id, res)
         if req.end is EndKind.SUCCEEDED:
             handle.succeed()
@@ -718,9 +720,10 @@ class PlannerNode(LifecycleNode):
             return
         if time.monotonic() - link.last_role_published >= ROLE_PERIOD_S:
             link.publish_role(STANDBY, self.term)  # standbys see each other (their order of takeover)
-        silent = link.silent_for()
         rank = link.rank()
-        if silent is not None and silent >= self._takeover_s() + rank * TAKEOVER_STAGGER_S and self._lifecycle_active:
+        takeover_s = self._takeover_s() + rank * TAKEOVER_STAGGER_S
+        silent = self._silence.observe(link.heard_at(), time.monotonic(), takeover_s)
+        if silent is not None and self._lifecycle_active:
             self.take_over(f"no journal for {silent:.2f} s" + (f" ({rank} standby(s) before this one were silent too)"
                                                                 if rank else ""))
 

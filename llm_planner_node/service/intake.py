@@ -12,9 +12,10 @@ from llm_planner_node.core.budgets import StaticBudget
 from llm_planner_node.core.outcomes import RejectReason, Rejection
 from llm_planner_node.core.perceivable import unperceivable
 from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-from llm_planner_node.core.task_model import Goal, Request
+from llm_planner_node.core.task_model import Goal, Request, Segment
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
 from llm_planner_node.core.tuf import TUFParams, tuf_problem
+from llm_planner_node.grounding.objects import MAX_NAME_CHARS, ObjectCheck, grammar_objects, unperceivable_refusal
 from llm_planner_node.prompts.grammar import derivatives_for, language_for, longest_plan_chars
 from llm_planner_node.service.ports import MAX_ID_CHARS, GoalIn
 from llm_planner_node.service.registry import GoalEntry
@@ -36,12 +37,14 @@ class GoalIntake(ServicePart):
 
     def __init__(self, shared: Shared, params: Callable[[], FleetParams], prompt_builder: Callable[..., object],
                  post: Callable[[Callable[[], None]], None], unavailable: Callable[[], Rejection | None],
-                 max_pending: int, vitals: RobotVitals | None = None) -> None:
+                 max_pending: int, vitals: RobotVitals | None = None, objects: ObjectCheck | None = None) -> None:
         """``params``: the planner's current parameters; ``post``: run a command on the scheduler
         thread; ``unavailable``: why the planner takes no goal now (its lifecycle, its engine), or
         None; ``max_pending``: goals accepted but not yet ended beyond which new goals are refused;
-        ``vitals``: what the robots last measured (a drone's battery must see a goal through)."""
+        ``vitals``: what the robots last measured (a drone's battery must see a goal through);
+        ``objects``: the check of a plan's objects (its meaning model loads on first use)."""
         super().__init__(shared)
+        self._objects = objects if objects is not None else ObjectCheck()
         self._vitals = vitals
         self._params = params
         self._prompt_builder = prompt_builder
@@ -87,25 +90,29 @@ class GoalIntake(ServicePart):
         return self._link_check(robot) or self._battery_check(robot) or self._perception_check(robot, text)
 
     def _perception_check(self, robot: RobotParams, instruction: str) -> Rejection | None:
-        """An instruction about a thing the robot cannot perceive (core/perceivable.py) is refused
-        before a plan is written, naming it: a plan can only name what the robot can find, so it
-        would look for a substitute and could end SUCCEEDED about something else."""
+        """An instruction naming a detector class the robot lacks (core/perceivable.py) is refused
+        before a plan is written, naming it; any other thing a plan names is checked before its
+        segment is dispatched (:meth:`object_problem`)."""
         known = perceivable_objects(robot)
         if known is None:
             return None
         missing = unperceivable(instruction, known)
-        if not missing:
+        return unperceivable_refusal(robot.id, robot.kind, missing, known) if missing else None
+
+    def object_problem(self, request: Request, segment: Segment) -> Rejection | None:
+        """Before ``segment`` is dispatched: each object it looks for, goes to or acts
+        on must be what the goal's instruction asks for and perceivable by its robot
+        (grounding/objects.py), else the refusal that ends the goal."""
+        goal = request.goal
+        if goal.skill_set_id is None or not goal.instruction:
             return None
-        names = ", ".join(f"'{m}'" for m in missing[:3])
-        if robot.kind == "arm":
-            return Rejection(RejectReason.UNPERCEIVABLE,
-                             f"{robot.id} has no {names} among its objects ({', '.join(known[:12])}"
-                             f"{', ...' if len(known) > 12 else ''}): add it to robots[{robot.id}].objects and "
-                             "its perception, or ask about one of these")
-        return Rejection(RejectReason.UNPERCEIVABLE,
-                         f"{robot.id} cannot perceive {names}: its detector knows {len(known)} classes "
-                         f"({', '.join(known[:8])}, ...); set robots[{robot.id}].perception.vlm to ask "
-                         "a vision-language model about anything (docs/guides/perception.md)")
+        robot = self._params().robot(goal.robot_id)
+        if robot is None:
+            return None
+        scene = tuple(e.split(" ", 1)[0] for e in goal.scene or ())
+        return self._objects.problem(segment.calls, DEFAULT_SKILL_SETS[goal.skill_set_id], goal.instruction, robot.id, robot.kind,
+                               perceivable_objects(robot), (*robot.objects, *scene))
+
     def _link_check(self, robot: RobotParams) -> Rejection | None:
         """A robot whose adapter last reported its telemetry silent (a drone switched off, or out
         of its Wi-Fi's range): its first command would only time out."""
@@ -173,6 +180,10 @@ class GoalIntake(ServicePart):
         goal = self._goal_of(g, robot, self._scene_now(robot.id, pp.scene_in_prompt))
         if isinstance(goal, Rejection):
             return goal
+        if pp.engine.kind not in SIM_ENGINES and goal.skill_set_id != "chat":
+            # a live model's plans name things in other words: what their checks read is encoded
+            # here, on the client's thread, not on the scheduler thread at a segment's dispatch
+            self._objects.prepare(goal.instruction, robot.kind, perceivable_objects(robot) or robot.objects)
         with self._pending_lock:
             if self._pending >= self._max_pending:
                 return Rejection(RejectReason.OVERLOADED,
@@ -225,7 +236,7 @@ class GoalIntake(ServicePart):
         return Goal(robot_id=g.robot_id, robot_kind=robot.kind, task_type=g.task_type or robot.kind,
                     prompt=prompt, tuf=TUFParams(ert=g.ert_s, alpha=g.alpha, beta=g.beta),
                     max_tokens=int(g.max_tokens or self._default_max_tokens(robot, prompt)), skill_set_id=robot.skill_set,
-                    instruction=g.instruction.strip(), objects=plan_objects(robot),
+                    instruction=g.instruction.strip(), objects=grammar_objects(plan_objects(robot), g.instruction),
                     plan_limits=pp.plan_limits.get(lang), sampling=pp.sampling.get(lang), scene=scene)
 
     def adopt(self, entry: JournalEntry, on_end: Callable[[Request | str], None]) -> None:
@@ -347,8 +358,11 @@ class GoalIntake(ServicePart):
             if pp.constrained_decoding == "grammar" and pp.engine.kind not in SIM_ENGINES:
                 ss = DEFAULT_SKILL_SETS[robot.skill_set]
                 lang = language_for(robot.kind, ss)
-                # the grammar the engine decodes this robot's goals under (shared, built once)
-                g = derivatives_for(ss, robot.kind, limits=pp.plan_limits.get(lang), objects=plan_objects(robot)).grammar
+                # the grammar the engine decodes this robot's goals under, with a name as long as
+                # any an instruction may add (grounding.objects.MAX_NAME_CHARS): built once
+                objects = plan_objects(robot)
+                g = derivatives_for(ss, robot.kind, limits=pp.plan_limits.get(lang),
+                                    objects=(*objects, "x" * MAX_NAME_CHARS) if objects else ()).grammar
                 n = max(n, longest_plan_chars(g) + 1)
             self._max_tokens_of[robot.id] = n
         return n

@@ -38,6 +38,7 @@ from llm_planner_node.core.policies import get_policy
 from llm_planner_node.core.task_model import Request, Segment
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
 from llm_planner_node.engines.factory import predictor_for, prompt_builder_for
+from llm_planner_node.grounding.objects import ObjectCheck
 from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.diagnostics import Diagnostics, Snapshot
 from llm_planner_node.service.engine_keeper import EngineHealth, EngineKeeper
@@ -99,7 +100,7 @@ class PlannerService:
                                self.exec_model if robot_time_scale == 1.0
                                else TimeScaledEstimator(self.exec_model, robot_time_scale), sink=self.sink,
                                config=PlannerConfig(network_latency_s=pp.network_latency_s),
-                               predictor=predictor_for(policy, pp.engine), segment_check=self.sink.budget_check,
+                               predictor=predictor_for(policy, pp.engine), segment_check=self._segment_check,
                                replanner=lambda req: self.intake.replan(req))
         # what the parts below share (the sink's are the same, but the core it feeds needs it first)
         shared = Shared(self.planner, self.goals, self.delivery, ports, self.clock, self.counters)
@@ -107,13 +108,23 @@ class PlannerService:
         self.engine_keeper = EngineKeeper(shared, engine_factory, owns_engine, self._current_params, prompt_builder,
                                           retry_s=ENGINE_RETRY_S)
         self.vitals = RobotVitals()
+        self.objects = ObjectCheck()
+        self._names_objects = any(r.kind in ("drone", "arm") for r in params.robots)
+        if self._names_objects:  # their plans name objects: load it now, not at a first check
+            self.objects.meaning.start()
         self.intake = GoalIntake(shared, self._current_params, prompt_builder, post=self._post,
-                                 unavailable=self._unavailable, max_pending=PENDING_GOALS_MAX, vitals=self.vitals)
+                                 unavailable=self._unavailable, max_pending=PENDING_GOALS_MAX, vitals=self.vitals,
+                                 objects=self.objects)
         self.statuses = StatusPath(shared, self._current_params, wake_up=self._wake_up)
         self.diagnostics = Diagnostics(shared, self.statuses)
         self.loop = SchedulerLoop(shared, self.engine_keeper, self._cmds, self._wake, self._wake_up, self.statuses,
                                   self.operator, self.diagnostics)
         self.engine_keeper.warm_up(engine)
+
+    def _segment_check(self, request: Request, segment: Segment) -> str | None:
+        """Before a segment is dispatched: its objects are the instruction's and perceivable, and
+        it fits the robot's budget; else why not (the goal ends INVALID_PLAN with it)."""
+        return self.intake.object_problem(request, segment) or self.sink.budget_check(request, segment)
 
     def _current_params(self) -> FleetParams:
         return self.params
@@ -169,7 +180,16 @@ class PlannerService:
         return self.statuses.flood_seconds
 
     # -- lifecycle -------------------------------------------------------------------------------
+    #: at most this long :meth:`start` waits for the meaning model of the object check
+    MEANING_WAIT_S = 60.0
+
     def start(self) -> None:
+        """Start the scheduler thread. With robots whose plans name objects, wait first for the
+        object check's meaning model (loading since the service was made, ~10 s, beside the
+        engine's own load; once per process): a first check must not hold the scheduler thread,
+        and with it every other goal's dispatch and its robot's next segment, while it loads."""
+        if self._names_objects:
+            self.objects.meaning.wait(self.MEANING_WAIT_S)
         self.loop.start()
 
     def end_all(self, reason: str, wait_s: float = 2.0) -> None:

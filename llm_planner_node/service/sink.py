@@ -79,7 +79,8 @@ class PortsSink:
         self._goals.release(request.goal.robot_id, g.goal_id)
         self._counters[request.end.value if request.end else "ended"] += 1
         if request.end is not EndKind.SUCCEEDED and any(r.segments for r in request.chain):
-            # ended early after segments reached the robot: stop it (re-sent until confirmed)
+            # ended other than by success after segments reached the robot: stop it (re-sent until
+            # confirmed); after a plan that ran through (TRUNCATED, NOT_ACHIEVED) the stop is harmless
             msg = self._ports.stop(g.goal_id, request.goal.robot_id, request.seq_base + len(request.segments))
             self._delivery.stop(g.goal_id, request.goal.robot_id, msg, self._clock.now())
         else:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from llm_planner_node.agents_mcp.bridge import late_segments
+from llm_planner_node.agents_mcp.bridge import late_segments, result_dict
 from llm_planner_node.agents_mcp.tokens import (TokenFile, TokenFileError, add_token, read_entries, remove_token,
                                                 token_digest)
 
@@ -66,3 +66,19 @@ def test_segments_whose_feedback_came_after_the_result_are_reported_from_it():
     assert late[0].queue_s == pytest.approx(0.01) and late[0].generation_s == pytest.approx(0.04)
     cancelled = SimpleNamespace(status=2, segments=[_seg(0), _seg(1, dispatched=False)])
     assert [f.index for f in late_segments(cancelled, set())] == [0]
+
+
+@pytest.mark.ros
+def test_a_tools_result_carries_the_status_name_reason_and_the_calls_that_did_not_achieve_their_action():
+    from timely_fleet.action import PlanTask
+    from timely_fleet.msg import GoalResult, SkillAnswer
+
+    goto = SkillAnswer(segment=2, skill="goto(person)", value="False")
+    for res in (PlanTask.Result(status=PlanTask.Result.STATUS_NOT_ACHIEVED, reason="not_achieved", answers=[goto],
+                                unachieved=[goto], message="plan executed, but goto(person) answered False"),
+                GoalResult(status=10, reason="not_achieved", answers=[goto], unachieved=[goto])):  # a record alike
+        out = result_dict(res)
+        assert (out["status"], out["reason"]) == ("NOT_ACHIEVED", "not_achieved")
+        assert out["unachieved"] == [{"segment": 2, "skill": "goto(person)", "value": "False"}]
+    out = result_dict(PlanTask.Result(status=PlanTask.Result.STATUS_INVALID_PLAN, reason="unperceivable"))
+    assert (out["status"], out["reason"], out["unachieved"]) == ("INVALID_PLAN", "unperceivable", [])

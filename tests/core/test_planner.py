@@ -397,3 +397,34 @@ def test_every_policy_meets_the_same_robot_durations():
     other_seed = simulate(arrivals, "vllm", seed=1).requests
     assert [[e - s for s, e in zip(r.exec_start, r.exec_end)] for r in other_seed][0] != \
         pytest.approx(durations["vllm"][0], abs=1e-6)
+
+
+def _executed(planner, clock, rid, robot, answers):
+    """Report every dispatched segment of ``rid`` finished, the last one with ``answers``."""
+    req = planner.requests[rid]
+    for k in range(len(req.dispatched_at)):
+        if k == len(req.dispatched_at) - 1:
+            req.answers[k] = tuple(answers)
+        planner.on_robot_status(robot, rid, k, "finished", durations=[0.5] * len(req.segments[k].calls),
+                                t=clock.now())
+    return req
+
+
+def test_a_plan_whose_goto_answered_false_ran_through_but_did_not_achieve_it():
+    """goto's False says the drone never reached the object (SkillSpec.achieves): the plan ran as
+    written, yet the instruction was not done. A search that found nothing is a finding: SUCCEEDED."""
+    clock, engine, planner, sink, _ = _planner("vllm")
+    rid = planner.submit(goal_for(7, "drone3"))  # mu(80); tc(90); mf(50)
+    _run_engine(clock, engine, planner)
+    req = _executed(planner, clock, rid, "drone3", [("scan(person)", "True"), ("goto(person)", "False")])
+    assert req.end is EndKind.NOT_ACHIEVED and req.state is GenState.FINISHED
+    assert req.unachieved == ((2, "goto(person)", "False"),)
+    assert req.end_reason == "plan executed, but goto(person) answered False: did not reach it (not in view)"
+    assert sink.ended == [(rid, GenState.FINISHED)]
+
+    rid = planner.submit(goal_for(7, "drone3"))
+    _run_engine(clock, engine, planner)
+    req = planner.requests[rid]
+    req.return_value = "False"  # the plan returned what scan found (the status path sets it)
+    req = _executed(planner, clock, rid, "drone3", [("scan(person)", "False"), ("is_visible(person)", "False")])
+    assert req.end is EndKind.SUCCEEDED and req.unachieved == () and req.return_value == "False"

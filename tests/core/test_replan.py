@@ -4,6 +4,8 @@ whether it may (a reason ends the goal REPLAN_REFUSED), and a prompt that cannot
 
 from dataclasses import replace
 
+import pytest
+
 from llm_planner_node.core.task_model import EndKind, GenState
 from llm_planner_node.tools.sim.workload import goal_for
 
@@ -65,3 +67,19 @@ def test_a_refused_or_oversized_re_plan_ends_the_goal_replan_refused():
     _execute_all(planner, clock, rid, "drone3", answers=[("re_plan()", "requested")])
     req = planner.requests[rid]
     assert req.end is EndKind.REPLAN_REFUSED and "engine capacity is 5000" in req.end_reason
+
+
+@pytest.mark.parametrize("reached, end", [("False", EndKind.NOT_ACHIEVED), ("True", EndKind.SUCCEEDED)])
+def test_only_the_last_plan_of_a_re_plan_chain_decides_whether_it_was_achieved(reached, end):
+    """"turn right 90 degrees, then plan again to go to the person": the second plan's goto
+    answering False ends the goal NOT_ACHIEVED; a first plan's miss is what its re-plan is for."""
+    clock, engine, planner, _sink, _ = _planner("vllm")
+    planner.replanner = lambda req: replace(req.goal, instruction="go to the person")
+    rid = planner.submit(goal_for(7, "drone3"))
+    _run_engine(clock, engine, planner)
+    _execute_all(planner, clock, rid, "drone3", answers=[("goto(person)", "False"), ("re_plan()", "requested")])
+    nxt = planner.requests[planner.requests[rid].replanned_as]
+    _run_engine(clock, engine, planner)
+    _execute_all(planner, clock, nxt.id, "drone3", answers=[("goto(person)", reached)])
+    assert nxt.end is end
+    assert nxt.unachieved == (((nxt.seq_base + 2, "goto(person)", "False"),) if reached == "False" else ())

@@ -99,7 +99,7 @@ def test_goal_ending_early_stops_the_robot_and_the_next_goal_succeeds(ros_contex
             assert executed <= {0}, f"segments {sorted(executed)} of the ended goal ran"
             assert f.planner.counters["robot_stops"] == 1
             assert f.planner.service.delivery.stops_pending() == 0, "the stop was confirmed by the adapter"
-            again = client.send("a1", "object stacking", tuf=NORMAL, task_type="arm").result(60)
+            again = client.send("a1", "stack the red, blue and green boxes", tuf=NORMAL, task_type="arm").result(60)
             assert again.status == 0, again.message
         client.destroy()
 

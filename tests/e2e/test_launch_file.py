@@ -204,4 +204,4 @@ def test_launched_nodes_have_the_right_names_once(monkeypatch, ros_context, tmp_
         probe.destroy_node()
         stop_all(procs, 20)
     outputs = [p.stdout.read() for p in procs]
-    assert all(p.returncode in (0, -signal.SIGINT) for p in procs), outputs
+    assert all(p.returncode in (0, -signal.SIGINT) for p in procs), ([p.returncode for p in procs], outputs)

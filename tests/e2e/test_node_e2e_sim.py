@@ -114,7 +114,7 @@ def test_cancel_mid_plan_stops_generation_and_tells_the_adapter(fleet):
     n_plan = 11  # the desk-cleaning plan has 11 segments; the cancel came after the first
     assert len([m for _, m in seg_a1 if not m.cancel]) < n_plan
     # the robot is free again: a new goal for it is accepted and completes
-    again = fleet.client.send("a1", "object stacking", tuf=NORMAL, task_type="arm").result(30)
+    again = fleet.client.send("a1", "stack the red, blue and green boxes", tuf=NORMAL, task_type="arm").result(30)
     assert again.status == 0, again.message
 
 
@@ -151,7 +151,7 @@ def test_invalid_goals_end_at_once_with_their_reason(fleet, goal, reason):
 def test_second_goal_for_a_busy_robot_is_rejected(fleet):
     first = fleet.client.send("a1", "desk cleaning", tuf=NORMAL)
     time.sleep(0.2)
-    second = fleet.client.send("a1", "object stacking", tuf=NORMAL).result(10)
+    second = fleet.client.send("a1", "stack the red, blue and green boxes", tuf=NORMAL).result(10)
     assert second.status == 1 and "still executing goal" in second.message
     assert first.result(60).status == 0
 

@@ -136,4 +136,41 @@ def test_every_end_kind_has_its_own_action_status():
     assert len(set(STATUS_OF.values())) == len(goal_ends)
     assert PlanTask.Result.STATUS_REJECTED not in STATUS_OF.values()  # refusals are not ends of the core
     assert {STATUS_NAMES[v] for v in STATUS_OF.values()} >= {"SUCCEEDED", "TIMEOUT", "TRUNCATED", "SHED",
-                                                                  "REPLAN_REFUSED"}
+                                                                  "REPLAN_REFUSED", "NOT_ACHIEVED"}
+
+
+def test_a_result_says_which_call_did_not_achieve_its_action_and_why_it_ended_machine_readably():
+    """PlanTask results over the generated types: NOT_ACHIEVED lists the calls in ``unachieved``;
+    ``reason`` is a Rejection's RejectReason (at intake, or a plan refused before dispatch), else
+    the core's end."""
+    from timely_fleet.action import PlanTask
+
+    from llm_planner_node.core.outcomes import ActionStatus, RejectReason, Rejection
+    from llm_planner_node.ros.messages import build_result, rejected_result
+    from llm_planner_node.tools.sim.workload import goal_for
+    from tests.core.test_planner import _executed, _planner, _run_engine
+
+    assert PlanTask.Result.STATUS_NOT_ACHIEVED == ActionStatus.NOT_ACHIEVED == 10
+    clock, engine, planner, _sink, _ = _planner("vllm")
+    rid = planner.submit(goal_for(7, "drone3"))
+    _run_engine(clock, engine, planner)
+    res = build_result(_executed(planner, clock, rid, "drone3", [("goto(person)", "False")]))
+    assert (res.status, res.reason) == (PlanTask.Result.STATUS_NOT_ACHIEVED, "not_achieved")
+    assert [(a.segment, a.skill, a.value) for a in res.unachieved] == [(2, "goto(person)", "False")]
+    assert res.message == "plan executed, but goto(person) answered False: did not reach it (not in view)"
+    assert [a.skill for a in res.answers] == ["goto(person)"]
+
+    rid = planner.submit(goal_for(7, "drone3"))
+    _run_engine(clock, engine, planner)
+    res = build_result(_executed(planner, clock, rid, "drone3", [("scan(person)", "False")]))
+    assert (res.status, res.reason, list(res.unachieved)) == (PlanTask.Result.STATUS_SUCCEEDED, "succeeded", [])
+
+    planner.segment_check = lambda req, seg: Rejection(RejectReason.SUBSTITUTED, "the plan looks for a dog")
+    rid = planner.submit(goal_for(7, "drone3"))
+    _run_engine(clock, engine, planner)
+    res = build_result(planner.requests[rid])
+    assert (res.status, res.reason, res.message) == (PlanTask.Result.STATUS_INVALID_PLAN, "substituted",
+                                                     "the plan looks for a dog")
+
+    res = rejected_result(Rejection(RejectReason.ROBOT_BUSY, "robot d1 runs goal 1234"))
+    assert (res.status, res.reason) == (PlanTask.Result.STATUS_REJECTED, "robot_busy")

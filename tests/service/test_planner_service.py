@@ -249,6 +249,25 @@ def test_a_plan_cut_by_max_tokens_ends_truncated_after_its_segments_executed():
         svc.close()
 
 
+def test_a_goto_that_answered_false_with_the_robots_done_ends_not_achieved_and_stops_the_robot():
+    """The answers arrive with a segment's DONE status; the core reads them when the plan has run."""
+    svc, ports = service()
+    try:
+        _, ended = submit(svc)
+        assert wait(lambda: svc.planner.requests and all(
+            r.state.value == "generated" for r in svc.planner.requests.values()), 10)
+        for gid, k, calls in list(ports.segments):
+            answers = (("goto(cat)", "False"),) if k == len(ports.segments) - 1 else ()
+            svc.on_status(StatusIn("d1", gid, k, DONE, tuple(0.1 for _ in calls), answers=answers))
+        assert wait(lambda: ended)
+        r = ended[0]
+        assert r.end is EndKind.NOT_ACHIEVED, (r.end, r.end_reason)
+        assert r.unachieved == ((len(ports.segments) - 1, "goto(cat)", "False"),)
+        assert ports.stops  # not a success: the robot is stopped (harmless: its plan has ended)
+    finally:
+        svc.close()
+
+
 def test_goal_intake_is_bounded_and_refuses_at_once_beyond(monkeypatch):
     monkeypatch.setattr(ps, "PENDING_GOALS_MAX", 1)
     svc, _ = service()

@@ -1,8 +1,11 @@
 """Goals the robot itself cannot see through are refused at intake, with the reason: a drone whose
 measured battery would end below its reserve, a drone whose telemetry went silent, an instruction about a thing the robot cannot
-perceive (a Tello's COCO detector has no keys; an arm's map has no screwdriver)."""
+perceive (a detector class it lacks: an arm's map has no scissors); a plan about a thing it cannot
+perceive is refused before its segment is dispatched (a Tello's COCO detector has no keys)."""
 
 from __future__ import annotations
+
+import time
 
 from llm_planner_node.config.params import parse_params
 from llm_planner_node.core.clock import WallClock
@@ -32,16 +35,10 @@ def _service():
 def test_a_thing_the_robot_cannot_perceive_is_refused_naming_it():
     svc = _service()
     try:
-        why = svc.intake.validate(GoalIn("tello_cam", "find my keys"))
-        assert why.reason is RejectReason.UNPERCEIVABLE
-        assert why.startswith("tello_cam cannot perceive 'keys': its detector knows 80 classes (person, bicycle")
-        assert "perception.vlm" in why
         assert svc.intake.validate(GoalIn("tello_cam", "look for the cat")) is None
-        assert svc.intake.validate(GoalIn("tello_vlm", "find my keys")) is None  # it can ask a VLM
-        assert svc.intake.validate(GoalIn("d_sim", "find my keys")) is None  # simulated: no perception to check
-        arm = svc.intake.validate(GoalIn("arm", "put the screwdriver in the basket"))
+        arm = svc.intake.validate(GoalIn("arm", "put the scissors in the basket"))
         assert arm.reason is RejectReason.UNPERCEIVABLE
-        assert arm.startswith("arm has no 'screwdriver' among its objects (apple, basket)")
+        assert arm.startswith("arm has no 'scissors' among its objects (apple, basket)")
         assert svc.intake.validate(GoalIn("arm", "put the apple in the basket")) is None
     finally:
         svc.close()
@@ -98,5 +95,34 @@ def test_the_scene_a_robot_reported_goes_into_its_goal_prompt():
         assert svc.submit("b" * 32, GoalIn("d_sim", "look for the cat"), lambda _: None) is None
         # (the engine's warm-up builds prompts first) d_sim reported no scene
         assert seen[-2:] == [("cat x:0.28 y:0.52 width:0.10 height:0.12",), None]
+    finally:
+        svc.close()
+
+
+def test_a_plan_about_a_thing_the_robot_cannot_perceive_is_refused_before_it_is_dispatched():
+    """A plan may name the instruction's own words (the scripted engine's plan is its
+    instruction): scan(wristwatch) on a drone whose detector has no wristwatch ends the goal
+    before any segment reaches the robot, naming the wristwatch and what the drone perceives; the
+    same plan on a simulated drone (no perception to check) runs."""
+    from llm_planner_node.core.task_model import EndKind
+
+    params = parse_params({"planner": {"engine": {"kind": "scripted"}}, "robots": ROBOTS})
+    ports = Ports()
+    svc = PlannerService(params, ports, engine=RealtimeSimEngine(WallClock()))
+    svc.accepting = True
+    svc.start()
+    try:
+        ended: list = []
+        assert svc.submit("c" * 32, GoalIn("tello_cam", "tu(90);_1=s(wristwatch);->_1;"), ended.append) is None
+        deadline = time.monotonic() + 10
+        while not ended and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (req,) = ended
+        assert req.end is EndKind.INVALID_PLAN
+        assert req.end_reason.reason is RejectReason.UNPERCEIVABLE
+        assert req.end_reason.startswith("tello_cam cannot perceive 'wristwatch' (the closest it knows: clock, ")
+        assert "its detector knows 80 classes" in req.end_reason
+        assert [s for s in ports.segments if s[0] == "c" * 32] == [(("c" * 32), 0, req.segments[0].calls)]
+        assert [c.name for c in req.segments[0].calls] == ["turn_ccw"]  # the turn went; the search never did
     finally:
         svc.close()

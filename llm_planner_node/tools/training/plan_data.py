@@ -27,10 +27,14 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from llm_planner_node.prompts.examples import EXAMPLES
+from llm_planner_node.tools.training.coco_uses import SUPERCATEGORIES, USES
 
 _PKG = Path(__file__).resolve().parent
 BENCH_HELDOUT_PATH = _PKG.parent / "bench" / "plans_heldout.jsonl"
 MODEL_HELDOUT_PATH = _PKG.parents[1] / "planner_model" / "heldout.jsonl"
+#: the substitution bench's held-out instructions and the object check's calibration set
+SUBSTITUTION_PATHS = (_PKG.parent / "bench" / "substitution_heldout.jsonl",
+                      _PKG.parents[1] / "grounding" / "calibration.jsonl")
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ def _jsonl_instructions(path: Path) -> list[str]:
 def excluded_instructions() -> set[str]:
     """Normalised instructions the generator must never emit."""
     out = {normalise(i) for lib in EXAMPLES.values() for i, _ in lib}
-    for p in (BENCH_HELDOUT_PATH, MODEL_HELDOUT_PATH):
+    for p in (BENCH_HELDOUT_PATH, MODEL_HELDOUT_PATH, *SUBSTITUTION_PATHS):
         out |= {normalise(i) for i in _jsonl_instructions(p)}
     return out
 
@@ -368,6 +372,53 @@ def _abstract(rng: random.Random) -> Step:
     return text, f"_1=scan_abstract('{q}');?_1!=False{{goto(_1);}};->_1;", ()
 
 
+def _an(phrase: str) -> str:
+    return ("an " if phrase[0] in "aeiou" else "a ") + phrase
+
+
+def _asked_by_use(rng: random.Random) -> tuple[str, str]:
+    """A detector class and a way of asking for it without its name: by one of its COCO
+    supercategories ("a piece of furniture") or by what it is for ("something to sit down on")."""
+    if rng.random() < 0.4:
+        names, classes = rng.choice(list(SUPERCATEGORIES.items()))
+        name = rng.choice(names)
+        phrase = rng.choice([_an(name), _an(name), "any " + name, "some " + name if name in ("food", "furniture")
+                             else _an(name)])
+        return rng.choice(classes), phrase
+    cls = rng.choice(list(USES))
+    vp, prep = rng.choice(USES[cls])
+    who = "someone" if cls == "person" else "something"
+    if vp.startswith("has "):
+        return cls, rng.choice([f"{who} that {vp}", f"the thing that {vp}", f"an animal that {vp}"
+                                if cls in SUPERCATEGORIES[("animal", "creature")] else f"{who} that {vp}"])
+    end = f" {prep}" if prep else ""
+    phrase = rng.choice([f"{who} to {vp}" + (end if rng.random() < 0.5 else ""), f"{who} I can {vp}{end}",
+                         f"{who} I could {vp}{end}", f"a thing to {vp}{end}", f"anything to {vp}{end}",
+                         f"{who} for me to {vp}{end}", f"what I need to {vp}", f"{who} we can {vp}{end}"])
+    return cls, phrase
+
+
+def _by_use(rng: random.Random) -> Step:
+    """Find, go to, photograph or check for a detector class asked for by kind or purpose: the
+    plan names the class ("find something to snip a ribbon with" -> ``scan(scissors)``)."""
+    cls, phrase = _asked_by_use(rng)
+    form = rng.random()
+    if form < 0.55:
+        text = rng.choice(["find {p}", "look for {p}", "search for {p}", "locate {p}", "look around for {p}",
+                           "hunt for {p}", "try to find {p}", "search the room for {p}", "go find {p}",
+                           "is there {p} around here? find it", "where can I find {p}?"]).format(p=phrase)
+        return text, f"_1=scan({cls});?_1==True{{goto({cls});}};->_1;", (cls,)
+    if form < 0.75:
+        text = rng.choice(["go to {p}", "fly to {p}", "head over to {p}", "fly towards {p}"]).format(p=phrase)
+        return text, f"goto({cls});", (cls,)
+    if form < 0.9:
+        text = rng.choice(["is there {p} in view?", "can you see {p}?", "check if {p} is visible",
+                           "do you see {p}?"]).format(p=phrase)
+        return text, f"_1=is_visible({cls});->_1;", (cls,)
+    text = rng.choice(["take a picture of {p}", "photograph {p}", "snap a photo of {p}"]).format(p=phrase)
+    return text, f"goto({cls});take_picture();", (cls,)
+
+
 def _orient(rng: random.Random) -> Step:
     o = _obj(rng)
     text = rng.choice(["face {o}", "turn towards {o}", "turn to face {o}", "point yourself at {o}"])
@@ -510,7 +561,9 @@ def _join_text(rng: random.Random, parts: list[str]) -> str:
     return out
 
 
-def _drone_sample(rng: random.Random) -> tuple[str, str, tuple[str, ...]]:
+def _drone_sample(rng: random.Random, use_fraction: float = 0.0) -> tuple[str, str, tuple[str, ...]]:
+    if use_fraction > 0 and rng.random() < use_fraction:
+        return _by_use(rng)
     if rng.random() < 0.4:
         t, p, o = _pick(rng, _DRONE_SINGLE)(rng)
         return t, p, o
@@ -777,12 +830,13 @@ def _checker(skill_set_id: str):
 
 def generate(n: int = 6000, seed: int = 0, *, arm_fraction: float = 0.4, objects_fraction: float = 0.4,
              exclude: set[str] | None = None, scene_fraction: float = 0.0,
-             replan_fraction: float = 0.0) -> list[PlanSample]:
+             replan_fraction: float = 0.0, use_fraction: float = 0.0) -> list[PlanSample]:
     """``n`` distinct samples (deterministic for ``seed``). ``objects_fraction`` of them carry a
     known-objects list (the plan's objects plus distractors, shuffled); the rest none.
     ``scene_fraction`` of the drone samples carry a scene after the instruction (the named objects
     in view half the time; the plan is the same either way), and ``replan_fraction`` of the drone
-    draws are a re-plan's two generations (:func:`_replan_sample`). Plans the plan grammar rejects
+    draws are a re-plan's two generations (:func:`_replan_sample`), and ``use_fraction`` of the
+    drone draws ask for a detector class by kind or purpose (:func:`_by_use`). Plans the plan grammar rejects
     (a composition over the plan limits) are skipped."""
     rng = random.Random(seed)
     excl = excluded_instructions() if exclude is None else exclude
@@ -800,7 +854,7 @@ def generate(n: int = 6000, seed: int = 0, *, arm_fraction: float = 0.4, objects
             seen.add(key)
             out.extend(p for p in pair if _checker("tello_minispec").accepts(p.plan))
             continue
-        text, plan, used = (_arm_sample if kind == "arm" else _drone_sample)(rng)
+        text, plan, used = _arm_sample(rng) if kind == "arm" else _drone_sample(rng, use_fraction)
         text = _tidy_text(text)
         if rng.random() < 0.08:
             text = text[0].upper() + text[1:]

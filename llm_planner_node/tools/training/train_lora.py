@@ -133,13 +133,20 @@ def train(args: argparse.Namespace) -> None:
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     n_layers = model.config.num_hidden_layers
     layers = list(range(n_layers - args.lora_layers, n_layers))
-    cfg = LoraConfig(r=args.rank, lora_alpha=args.alpha, lora_dropout=0.0, target_modules=list(TARGET_MODULES),
-                     layers_to_transform=layers, bias="none", task_type="CAUSAL_LM")
-    model = get_peft_model(model, cfg)
+    if args.init:  # go on training an adapter (its rank, alpha and layers are its own)
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, args.init, is_trainable=True)
+        layers = list(model.peft_config["default"].layers_to_transform or layers)
+        _log(f"continuing from the adapter in {args.init}")
+    else:
+        cfg = LoraConfig(r=args.rank, lora_alpha=args.alpha, lora_dropout=0.0, target_modules=list(TARGET_MODULES),
+                         layers_to_transform=layers, bias="none", task_type="CAUSAL_LM")
+        model = get_peft_model(model, cfg)
     model.print_trainable_parameters()
     inner = model.base_model.model  # LlamaForCausalLM
     samples = generate(args.samples, args.seed, scene_fraction=args.scene_fraction,
-                       replan_fraction=args.replan_fraction)
+                       replan_fraction=args.replan_fraction, use_fraction=args.use_fraction)
     by_kind = {k: [s for s in samples if s.robot_kind == k] for k in ("drone", "arm")}
     replay = [PlanSample("chat", q, a) for q, a in chat_replay.load()] if args.chat_fraction > 0 else []
     if replay:
@@ -244,9 +251,9 @@ def train(args: argparse.Namespace) -> None:
                 "complete": done == args.steps, "steps_done": done, "steps": args.steps, "seed": args.seed,
                 "data_size": len(samples), "batch": args.batch, "lr": args.lr, "rank": args.rank,
                 "alpha": args.alpha, "lora_layers": layers, "target_modules": list(TARGET_MODULES),
-                "prefix_refresh": args.prefix_refresh, "objects_fraction": args.objects_fraction,
+                "init": args.init or None, "prefix_refresh": args.prefix_refresh, "objects_fraction": args.objects_fraction,
                 "drone_fraction": args.drone_fraction, "scene_fraction": args.scene_fraction,
-                "replan_fraction": args.replan_fraction, "chat_fraction": args.chat_fraction if replay else 0.0,
+                "replan_fraction": args.replan_fraction, "use_fraction": args.use_fraction, "chat_fraction": args.chat_fraction if replay else 0.0,
                 "chat_replay": len(replay),
                 "wall_time_s": round(time.time() - t0, 1), "train_time_s": round(time.time() - t_train, 1),
                 "final_loss": lv, "final_loss_ema": ema,
@@ -390,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init", default="", help="an adapter directory to go on training (default: a new adapter)")
     ap.add_argument("--samples", type=int, default=8000)
     ap.add_argument("--batch", type=int, default=6)
     ap.add_argument("--lr", type=float, default=4e-4)
@@ -403,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="share of drone samples with a scene after the instruction (the plan is the same)")
     ap.add_argument("--replan-fraction", type=float, default=0.08,
                     help="share of drone draws that are a re-plan's two generations")
+    ap.add_argument("--use-fraction", type=float, default=0.0,
+                    help="drone samples asking for a detector class by kind or purpose (default none)")
     ap.add_argument("--chat-fraction", type=float, default=0.15,
                     help="share of batches from the chat replay (chat_replay.jsonl: the base model's own chat "
                          "answers, so the adapter keeps talking); 0: plans only")

@@ -12,8 +12,8 @@ from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.prompts.grammar import GrammarChecker, build_plan_grammar
 from llm_planner_node.tools.training import plan_data
 from llm_planner_node.prompts.examples import EXAMPLES
-from llm_planner_node.tools.training.plan_data import (BENCH_HELDOUT_PATH, MODEL_HELDOUT_PATH, generate, normalise,
-                                                      _jsonl_instructions)
+from llm_planner_node.tools.training.plan_data import (BENCH_HELDOUT_PATH, MODEL_HELDOUT_PATH, SUBSTITUTION_PATHS,
+                                                      generate, normalise, _jsonl_instructions)
 from llm_planner_node.tools.training.train_lora import DEFAULT_OUT, TARGET_MODULES, BASE_MODEL
 from llm_planner_node.segmenters import get_segmenter, segment_all
 
@@ -61,7 +61,7 @@ def test_plan_form():
 
 def _excluded_raw() -> set[str]:
     out = {normalise(i) for lib in EXAMPLES.values() for i, _ in lib}
-    for p in (BENCH_HELDOUT_PATH, MODEL_HELDOUT_PATH):
+    for p in (BENCH_HELDOUT_PATH, MODEL_HELDOUT_PATH, *SUBSTITUTION_PATHS):
         if p.exists():
             out |= {normalise(json.loads(line)["instruction"]) for line in p.read_text().splitlines() if line.strip()}
     return out
@@ -74,6 +74,27 @@ def test_no_overlap_with_heldout_or_worked_examples():
         assert _jsonl_instructions(BENCH_HELDOUT_PATH)
     gen = {normalise(s.instruction) for s in generate(6000, 0)}
     assert not (gen & excl)
+
+
+def test_things_asked_for_by_kind_or_purpose_are_planned_as_the_detector_class_meant():
+    """"something to snip a ribbon with" -> scan(scissors): the plan names a COCO class the
+    instruction does not say, and the class is one of its supercategory's or the use's."""
+    from llm_planner_node.core.perceivable import COCO_LABELS
+    from llm_planner_node.tools.training.coco_uses import SUPERCATEGORIES, USES
+
+    assert set(USES) == set(COCO_LABELS) and {c for cs in SUPERCATEGORIES.values() for c in cs} <= set(COCO_LABELS)
+    rng = __import__("random").Random(5)
+    for _ in range(300):
+        text, plan, (cls,) = plan_data._by_use(rng)
+        assert cls in COCO_LABELS and f"({cls})" in plan and cls.replace("_", " ") not in text, (text, plan)
+        said = [p for p, _prep in USES[cls]] + [n for ns, cs in SUPERCATEGORIES.items() if cls in cs for n in ns]
+        assert any(s in text for s in said), (text, cls)
+    def by_use(samples: list) -> int:
+        return sum(any(v in s.instruction for vs in USES.values() for v, _p in vs)
+                   for s in samples if s.robot_kind == "drone")
+
+    # opt-in: the shipped adapter's data asks by name (a use's words may still occur: "water")
+    assert by_use(generate(600, 0, use_fraction=0.3)) >= by_use(generate(600, 0)) + 0.1 * 600 * 0.6
 
 
 def test_exclusion_is_applied():
@@ -116,6 +137,9 @@ def test_module_has_no_heldout_text():
     if BENCH_HELDOUT_PATH.exists():
         long_ones = [normalise(i) for i in _jsonl_instructions(BENCH_HELDOUT_PATH) if len(i.split()) >= 5]
         assert not [i for i in long_ones if i in src]
+    uses = normalise(open(plan_data.__file__.replace("plan_data.py", "coco_uses.py")).read())
+    subst = [normalise(i) for p in SUBSTITUTION_PATHS for i in _jsonl_instructions(p) if len(i.split()) >= 4]
+    assert subst and not [i for i in subst if i in src or i in uses]
 
 
 @pytest.mark.skipif(not (DEFAULT_OUT / "adapter_config.json").exists(), reason="adapter not trained yet")

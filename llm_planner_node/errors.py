@@ -1,5 +1,5 @@
-"""The user's mistakes: the error every command raises for one it can name (:class:`CommandError`)
-and which exceptions count as one (:func:`is_user_error`). Below the commands, the tools and the
+"""Which exceptions are the user's mistakes (:func:`is_user_error`); the error every command raises
+for one it can name is :class:`timely_robot.errors.CommandError`. Below the commands, the tools and the
 composition root, so all of them import it without importing each other."""
 
 from __future__ import annotations
@@ -7,14 +7,10 @@ from __future__ import annotations
 import sys
 
 
-class CommandError(Exception):
-    """A mistake the user can fix; its message is one sentence saying what to change."""
-
-
 #: Exceptions that are user mistakes, as (module, class): matched only if the module was imported
 #: (a class from a module that never loaded cannot have been raised), so nothing is imported here.
-USER_ERRORS = (("llm_planner_node.errors", "CommandError"), ("llm_planner_node.config.params", "ParamError"),
-               ("llm_planner_node.tools.evaluation.workload_spec", "SpecError"), ("llm_planner_node.models", "ModelError"),
+USER_ERRORS = (("timely_robot.errors", "CommandError"), ("timely_robot.config", "ParamError"),
+               ("llm_planner_node.tools.evaluation.workload_spec", "SpecError"), ("timely_robot.model_cache", "ModelError"),
                ("llm_planner_node.security.sros2_policy", "PolicyError"))
 
 

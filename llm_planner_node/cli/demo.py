@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from llm_planner_node.ros.goal_client import STATUS_NAMES, TUF_CLASSES, GoalClient, GoalHandle, spinning
-from llm_planner_node.logging_setup import add_log_level_argument, configure_logging
-from llm_planner_node.config.params import DEFAULT_PARAMS, ParamError
+from timely_robot.logging_setup import add_log_level_argument, configure_logging
+from llm_planner_node.config.params import DEFAULT_PARAMS
+from timely_robot.config import ParamError
 
 
 @dataclass(frozen=True)

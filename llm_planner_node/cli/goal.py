@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from llm_planner_node.core.outcomes import STATUS_NAMES
+from timely_robot.outcomes import STATUS_NAMES
 from llm_planner_node.ros.goal_client import TUF_CLASSES, GoalClient, spinning
 
 PLANNER_GONE_S = 1.0     # the planner's action server unseen this long = the planner is gone
@@ -16,7 +16,8 @@ PLANNER_GONE_S = 1.0     # the planner's action server unseen this long = the pl
 
 def _preset_help() -> str:
     """The default parameter file's presets for --help (the built-in ones if it does not load)."""
-    from llm_planner_node.config.params import DEFAULT_PARAMS, ParamError, load_params
+    from llm_planner_node.config.params import DEFAULT_PARAMS, load_params
+    from timely_robot.config import ParamError
 
     try:
         presets = {n: t.as_tuple() for n, t in load_params(DEFAULT_PARAMS, check=False).planner.tuf_presets.items()}
@@ -30,7 +31,8 @@ def tuf_for(args: argparse.Namespace) -> tuple[float, float, float]:
     applied; a ParamError (one sentence) for an unknown preset or an invalid TUF."""
     import difflib
 
-    from llm_planner_node.config.params import ParamError, TufParams, load_params
+    from timely_robot.config import ParamError
+    from llm_planner_node.config.params import TufParams, load_params
 
     presets = load_params(args.params, check=False).planner.tuf_presets
     if args.urgency not in presets:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_planner_node.cli import CommandError
-from llm_planner_node.security.signing import Keystore, KeystoreError, check_robot_id, default_keystore_dir
+from timely_robot.link.signing import Keystore, KeystoreError, check_robot_id, default_keystore_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

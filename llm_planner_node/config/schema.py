@@ -26,8 +26,9 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
-from llm_planner_node.config.params import (ADAPTERS, DTYPES, SECURITY_MODES, EngineParams, FleetParams, ParamError, PlannerParams,
-                     RobotParams, SecurityParams, TufParams, _PLANNER_SECTIONS, _suggest, parse_params)
+from timely_robot.config import ADAPTERS, SECURITY_MODES, ParamError, RobotParams, SecurityParams, suggest
+from llm_planner_node.config.params import (
+    DTYPES, EngineParams, FleetParams, PlannerParams, TufParams, _PLANNER_SECTIONS, parse_params)
 
 #: Top-level parameters that can change while the node runs (plus every ``tuf_presets.*``).
 RUNTIME_NAMES = ("max_instruction_chars", "max_tokens", "robot_timeout_s", "network_latency_s")
@@ -140,7 +141,7 @@ def is_runtime(name: str) -> bool:
 
 
 def _choices(name: str) -> tuple[str, ...] | None:
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, ROBOT_KINDS
+    from timely_robot.skills import DEFAULT_SKILL_SETS, ROBOT_KINDS
 
     if name == "policy":
         from llm_planner_node.core.policies import policy_names
@@ -180,7 +181,7 @@ def _spec(name: str, f: Any, default: Any, description: str) -> ParamSpec:
                         "(teach param_schema.schema() about it)")
     rules = {k: v for k, v in dict(f.metadata).items() if k in ("gt", "ge", "le", "unit")}
     if typ in (int, float) and not f.metadata:
-        rules["ge"] = 0  # params._take: an unannotated number must not be negative
+        rules["ge"] = 0  # timely_robot.config.take_fields: an unannotated number must not be negative
     rules.update(_EXTRA_RULES.get(name, {}))
     if typ is float and default is not None:
         default = float(default)
@@ -341,7 +342,7 @@ def validate_update(current: FleetParams, changes: Mapping[str, Any]) -> tuple[F
     flat = to_flat(current)
     for name in changes:
         if name not in flat:
-            return None, f"'{name}' is not a parameter ({_suggest(name, list(flat))})"
+            return None, f"'{name}' is not a parameter ({suggest(name, list(flat))})"
         if not is_runtime(name):
             return None, read_only_reason(name)
     flat.update(changes)

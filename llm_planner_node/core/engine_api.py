@@ -70,10 +70,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, Union
 
-from llm_planner_node.core.outcomes import FinishReason
+from timely_robot.outcomes import FinishReason
 from llm_planner_node.core.plan_limits import PlanLimits
 from llm_planner_node.core.sampling import Sampling
-from llm_planner_node.core.skills import SkillCall
+from timely_robot.skills import SkillCall
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A fixed seconds-per-skill table implementing ``ExecutionTimeEstimator``.
 
 It is the core's self-contained default (tests, benchmarks, quick simulations); the profiled,
-online-learning model is ``core/execution_time.py`` and implements the same Protocol. This
+online-learning model is ``timely_robot/execution_time.py`` and implements the same Protocol. This
 table never learns: :meth:`TableExecutionTime.observe` ignores measurements by design.
 
 Duration of one call = ``base_s + per_unit_s * units`` where units is the first argument if it
@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from llm_planner_node.core.skills import SkillCall
+from timely_robot.skills import SkillCall
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,14 @@ from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.engine_api import (Engine, EngineEvent, FailedEvent, FinishedEvent, GenerationSpec,
                          SegmentEvent, TokensEvent)
 from llm_planner_node.core.generation_time import SegmentTimeEstimator, TokenTimeEstimator
-from llm_planner_node.core.interfaces import ExecutionTimeEstimator
+from timely_robot.execution_time import ExecutionTimeEstimator
 from llm_planner_node.core.policies import Policy
 from llm_planner_node.core.policies.base import Pause
 from llm_planner_node.core.predictors import LengthPredictor
-from llm_planner_node.core.outcomes import FinishReason
+from timely_robot.outcomes import FinishReason
 from llm_planner_node.core.priority import waiting_time
 from llm_planner_node.core.queue import GenerationQueue, QueueView, queue_row
-from llm_planner_node.core.skills import SkillCall, skill_set_of
+from timely_robot.skills import SkillCall, skill_set_of
 from llm_planner_node.core.task_model import EndKind, GenState, Goal, Progress, Request, Segment
 
 ROBOT_STATES = ("started", "finished", "failed")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from llm_planner_node.core.overrides import with_overrides
+from timely_robot.overrides import with_overrides
 
 
 @dataclass(frozen=True)

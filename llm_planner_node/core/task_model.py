@@ -23,12 +23,8 @@ from dataclasses import dataclass, field
 
 from llm_planner_node.core.plan_limits import PlanLimits
 from llm_planner_node.core.sampling import Sampling
-from llm_planner_node.core.skills import SkillCall
+from timely_robot.skills import REPLAN_SKILLS, SkillCall
 from llm_planner_node.core.tuf import TUFParams
-
-
-#: the skill (and its MiniSpec alias) by which a plan asks for a new plan for the same goal
-REPLAN_SKILLS = frozenset({"re_plan", "rp"})
 
 
 class GenState(enum.Enum):

@@ -55,10 +55,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.outcomes import FinishReason
+from timely_robot.outcomes import FinishReason
 from llm_planner_node.core.engine_api import (RETENTION_MODES, EngineEvent, FinishedEvent, GenerationSpec,
                                SegmentEvent, TokensEvent)
-from llm_planner_node.core.skills import SkillCall
+from timely_robot.skills import SkillCall
 
 
 @dataclass(frozen=True)

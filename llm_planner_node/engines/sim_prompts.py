@@ -14,7 +14,7 @@ MAX_PLAN_LIST = 600
 def _sim_prompt_from_plan(plan: str, robot_kind: str, skill_set_id: str) -> object:
     """A simulated plan from a corpus plan's text, cut by the robot's segmenter (the segments the
     shipped model's plan would give on vLLM), ~2 characters per token as in the LRTrace traces."""
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
     from llm_planner_node.segmenters import get_segmenter, segment_all
     from llm_planner_node.engines.sim_traces import ARM_PREFIX_TOKENS, DRONE_PREFIX_TOKENS, TASK_TOKENS, _tokens
     from llm_planner_node.engines.sim_engine import SimPrompt, SimSegment
@@ -31,7 +31,7 @@ def _sim_chat_prompt(instruction: str, story: str) -> object:
     """A chat goal of the simulated engine: the story in sentences, as the chat workload does."""
     import math
 
-    from llm_planner_node.core.skills import CHAT
+    from timely_robot.skills import CHAT
     from llm_planner_node.engines.sim_stories import CHAT_PREFIX_TOKENS, TOKENS_PER_WORD, chat_segments
     from llm_planner_node.engines.sim_engine import SimPrompt
 
@@ -126,8 +126,8 @@ def scripted_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str
     ``//`` script a goal that re-plans: its first plan is the first part, and each re-plan
     (``done``: the plans already run) writes the part after the last one run (one ``re_plan``
     per part)."""
-    from llm_planner_node.core.task_model import REPLAN_SKILLS
-    from llm_planner_node.segmenters.base import PlanError
+    from timely_robot.skills import REPLAN_SKILLS
+    from timely_robot.plans import PlanError
 
     if robot_kind == "chat":
         return _sim_chat_prompt(instruction, instruction)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from llm_planner_node.core.skills import CHAT
+from timely_robot.skills import CHAT
 from llm_planner_node.engines.sim_engine import SimSegment
 
 TOKENS_PER_WORD = 1.3

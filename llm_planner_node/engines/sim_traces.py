@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC, SkillSet
+from timely_robot.skills import INDY7_ARM, TELLO_MINISPEC, SkillSet
 from llm_planner_node.core.tuf import NORMAL, URGENT, TUFParams
 from llm_planner_node.engines.sim_engine import SimPrompt, SimSegment
 

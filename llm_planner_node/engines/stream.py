@@ -22,7 +22,7 @@ from llm_planner_node.config.params import CONSTRAINED_DECODING, EngineParams
 from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.engine_api import (EngineEvent, FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent,
                                               TokensEvent)
-from llm_planner_node.core.outcomes import FinishReason
+from timely_robot.outcomes import FinishReason
 from llm_planner_node.prompts.grammar import Derivatives, GrammarState, derivatives_for
 from llm_planner_node.segmenters import PlanError, Segment, Segmenter, get_segmenter
 from llm_planner_node.segmenters.detok import IncrementalDetokenizer

@@ -170,7 +170,7 @@ class VllmEngine(StreamEngineCalls):
                  step_timeout_s: float = 0.005, startup_timeout_s: float = 600.0,
                  constrained_decoding: str = "grammar",
                  grammar_factory: GrammarFactory = default_grammar_factory) -> None:
-        from llm_planner_node.logging_setup import ensure_engine_logging
+        from timely_robot.logging_setup import ensure_engine_logging
 
         ensure_engine_logging()  # vLLM reads its logging settings when first imported
         self.params = params

@@ -34,9 +34,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from llm_planner_node.core.outcomes import RejectReason, Rejection
-from llm_planner_node.core.perceivable import COCO_LABELS, SYNONYMS, nameable
-from llm_planner_node.core.skills import SkillCall, SkillSet
+from timely_robot.outcomes import RejectReason, Rejection
+from timely_robot.perceivable import COCO_LABELS, SYNONYMS, nameable
+from timely_robot.skills import SkillCall, SkillSet
 from llm_planner_node.core.text import safe_text
 from llm_planner_node.grounding.meaning import Meaning, MeaningUnavailable
 

@@ -338,7 +338,7 @@ def segmenter_for(kind: RobotKind) -> str:
 
 def validate_corpus(examples: list[PlanExample]) -> None:
     """Raise PlanError if any plan does not parse or fails the skill whitelist."""
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS
     from llm_planner_node.segmenters import get_segmenter, segment_all
 
     for ex in examples:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+from timely_robot.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.prompts.prompt import PromptOptions, build_chat_prompt_ids, build_prompt, has_chat_template
 
 #: Goals whose chat-template prompt ids a builder remembers.

@@ -1,6 +1,6 @@
 """Plan grammars generated from skill sets (grammar-safe generation).
 
-:func:`plan_grammar` turns a :class:`~llm_planner_node.core.skills.SkillSet` into the EBNF of
+:func:`plan_grammar` turns a :class:`~timely_robot.skills.SkillSet` into the EBNF of
 its plan language, in the dialect xgrammar (and so vLLM's structured outputs) accepts: root
 rule ``root``, string literals, character classes, ``* + ? {m,n}`` repetition. There is one
 generator for every skill set: a new robot's skill set gets its grammar for free. The language
@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Union
 
 from llm_planner_node.core.plan_limits import PlanLimits, limits_for
-from llm_planner_node.core.skills import ArgSpec, SkillError, SkillSet, SkillSpec
+from timely_robot.skills import ArgSpec, SkillError, SkillSet, SkillSpec
 
 __all__ = [
     "Lit", "Chars", "Ref", "Seq", "Alt", "Rep", "Node", "PlanGrammar", "GrammarChecker",
@@ -1122,7 +1122,7 @@ def derivatives_for(skill_set: SkillSet | str, robot_kind: str | None = None, *,
     """The shared :class:`Derivatives` of a skill set's plan grammar (one per skill set, language,
     limits and known objects; ``skill_set`` may be an id of ``DEFAULT_SKILL_SETS``)."""
     if isinstance(skill_set, str):
-        from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+        from timely_robot.skills import DEFAULT_SKILL_SETS
 
         skill_set = DEFAULT_SKILL_SETS[skill_set]
     lang = language_for(robot_kind, skill_set) if robot_kind else language_of(skill_set)

@@ -33,7 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ArgSpec, SkillSet
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ArgSpec, SkillSet
 from llm_planner_node.prompts.grammar import object_names
 from llm_planner_node.prompts.examples import retrieve
 from llm_planner_node.prompts.quantities import normalise_quantities
@@ -232,7 +232,7 @@ def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillS
     if done is not None and robot_kind != "chat":
         last = f"{last}\n{DONE_PREFIX}{' '.join(done.split())}"
     if scene is not None and robot_kind != "chat":
-        from llm_planner_node.core.perceivable import scene_line
+        from timely_robot.perceivable import scene_line
 
         last = f"{last}\n{scene_line(scene)}"
     msgs.append({"role": "user", "content": last})

@@ -13,7 +13,7 @@ in the journals' sequence numbers shows it missed one) and, while a standby foll
 The scheduler thread only takes the changed entries (:func:`~llm_planner_node.service.takeover.take`);
 a writer thread of its own (:meth:`FailoverLink.write`) turns them into messages, signs each journal
 once (HMAC with the key derived from every robot key,
-:func:`~llm_planner_node.security.signing.journal_key`) and publishes it. A standby acknowledges the
+:func:`~timely_robot.link.signing.journal_key`) and publishes it. A standby acknowledges the
 journals it applied (the last sequence number, every :data:`ACK_PERIOD_S`), so an entry can be
 known to be held by a standby.
 
@@ -49,11 +49,11 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, LivelinessPolicy, QoSProf
 from rclpy.serialization import deserialize_message
 from timely_fleet.msg import JournalAck, JournalGoal, PlannerJournal, PlannerRole
 
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
+from timely_robot.skills import DEFAULT_SKILL_SETS, SkillCall
 from llm_planner_node.core.task_model import Progress, Segment
 from llm_planner_node.core.text import safe_text
 from llm_planner_node.ros.messages import JOURNAL_ACK_TOPIC, JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
-from llm_planner_node.security.signing import Counter, RobotKey, mac_bytes, message_fields, sign, verify
+from timely_robot.link.signing import Counter, RobotKey, mac_bytes, message_fields, sign, verify
 from llm_planner_node.service.ports import GoalIn
 from llm_planner_node.service.takeover import JournalEntry, JournalReplica, aged
 

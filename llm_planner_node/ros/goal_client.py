@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from llm_planner_node.core.outcomes import STATUS_NAMES  # noqa: F401 (programs that print results import them here)
+from timely_robot.outcomes import STATUS_NAMES  # noqa: F401 (programs that print results import them here)
 
 #: The built-in TUF presets (TimelyLLM 5.1: params.DEFAULT_TUF_PRESETS) as (ert_s, alpha, beta);
 #: `timely-fleet goal --urgency` reads the parameter file's planner.tuf_presets (:func:`tuf_for`).
@@ -647,7 +647,7 @@ class GoalClient:
         """Subscribe ``/robot_status`` (every adapter's progress) on this client's node."""
         from timely_fleet.msg import RobotStatus
 
-        from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_TOPIC
+        from timely_robot.link.ros import STATUS_QOS, STATUS_TOPIC
 
         return self.node.create_subscription(RobotStatus, STATUS_TOPIC, callback, STATUS_QOS)
 

@@ -22,7 +22,7 @@ from timely_fleet.msg import SegmentReport, SkillAnswer
 
 from llm_planner_node.core.metrics import measured_times
 from llm_planner_node.core.task_model import EndKind, Request
-from llm_planner_node.ros.robot_link import skill_msgs
+from timely_robot.link.ros import skill_msgs
 
 GOALS_TOPIC = "planner/goals"
 RESULTS_TOPIC = "planner/results"

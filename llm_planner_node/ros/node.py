@@ -46,9 +46,9 @@ from timely_fleet.msg import GoalRecord, GoalResult, PlannerStats, RobotStatus, 
 from timely_fleet.srv import CancelPlan
 
 from llm_planner_node.ros import operator as operator_ros
-from llm_planner_node.core.outcomes import STATUS_NAMES, RejectReason, Rejection
+from timely_robot.outcomes import STATUS_NAMES, RejectReason, Rejection
 from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.link import ACTIVE, STANDBY, PlannerTerm
+from timely_robot.link.rules import ACTIVE, STANDBY, PlannerTerm
 from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.config.params import FleetParams
@@ -58,9 +58,11 @@ from llm_planner_node.ros.failover import (JOURNAL_MIN_S, JOURNAL_PERIOD_S, ROLE
                                           FailoverLink, JournalOut, SilenceWatch)
 from llm_planner_node.service.takeover import JournalEntry, JournalTake
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
-from llm_planner_node.security.signing import Keystore, LinkSigner, LinkVerifier, journal_key, measured_of
+from timely_robot.link.signing import Keystore, LinkSigner, LinkVerifier, journal_key, measured_of
 from llm_planner_node.ros.messages import ACTION_NAME, DIAGNOSTICS_TOPIC, GOALS_TOPIC, RESULTS_TOPIC, STATS_TOPIC, action_qos_kwargs, build_result, rejected_result
-from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_READER_QOS, STATUS_TOPIC, draining_subscription, segment_message, segment_publishers, status_goal_id, status_topic, stop_message, heartbeat_message, status_robot_id, VITALS_GOAL_ID
+from timely_robot.link.ros import (
+    STATUS_QOS, STATUS_READER_QOS, STATUS_TOPIC, draining_subscription, segment_message, segment_publishers,
+    status_goal_id, status_topic, stop_message, heartbeat_message, status_robot_id, VITALS_GOAL_ID)
 
 
 class HotPathLog:
@@ -118,7 +120,7 @@ class PlannerNode(LifecycleNode):
         # defaults, ``-p`` / ``--params-file`` / launch ``parameters=`` override them (ros_params)
         self.params = declare_parameters(self, params)
         add_validation_callback(self, lambda: self.params, self._apply_params)
-        # the planner's term (core/link.py): outlives configure and cleanup, only ever goes up
+        # the planner's term (timely_robot/link/rules.py): outlives configure and cleanup, only ever goes up
         self._standby = bool(self.params.planner.standby if standby is None else standby)
         self._term = PlannerTerm(self.params.planner.term, STANDBY if self._standby else ACTIVE)
         self._on_fenced = on_fenced
@@ -327,7 +329,7 @@ class PlannerNode(LifecycleNode):
         else:
             self._status_subs = [draining_subscription(self.status_node, RobotStatus, STATUS_TOPIC,
                                                        self._on_status_raw, STATUS_READER_QOS, raw=True)]
-        # the planner's lease (core/link.py): robots running a goal hear from it at least every
+        # the planner's lease (timely_robot/link/rules.py): robots running a goal hear from it at least every
         # lease_s / 6 (a segment, a stop or a heartbeat), else their adapters stop them; so often
         # that a standby taking over after lease_s / 2 of silence still reaches them in time
         # (silence before a crash at most lease_s / 4, + lease_s / 2, well inside lease_s)
@@ -479,7 +481,9 @@ class PlannerNode(LifecycleNode):
 
     # -- PlannerPorts (scheduler thread) ---------------------------------------------------------
     def segment(self, goal_id: str, req: Request, index: int, final: bool, feedback: bool = True) -> Any:
-        msg = segment_message(goal_id, req, index, final, self.get_clock().now().to_msg(), self.term)
+        seg = req.segments[index]
+        msg = segment_message(goal_id, req.goal.robot_id, req.seq_base + index, seg.text, seg.calls,
+                              req.goal.skill_set_id, final, self.get_clock().now().to_msg(), self.term)
         self.publish(req.goal.robot_id, msg)
         handle = self.goal_handles.get(goal_id) if feedback else None
         if handle is not None:
@@ -651,7 +655,7 @@ class PlannerNode(LifecycleNode):
                                                        *operator_ros.diagnostics(self), self._role_status()]))
 
     def _role_status(self) -> DiagnosticStatus:
-        """``<node>: role``: the planner's role and term (core/link.py), the active planner it
+        """``<node>: role``: the planner's role and term (timely_robot/link/rules.py), the active planner it
         follows (a standby) and its takeovers."""
         role, term = self.role, self.term
         values = [KeyValue(key="role", value=role), KeyValue(key="term", value=str(term)),

@@ -29,7 +29,8 @@ from typing import Any, Callable
 
 from llm_planner_node.config.schema import (ROBOT_IDS, ParamSpec, _check_ids, _parameter_names, from_flat, schema, to_flat,
                            validate_update, with_robot_ids)
-from llm_planner_node.config.params import DEFAULT_PARAMS, FleetParams, ParamError, TufParams, _suggest, load_params, parse_params
+from llm_planner_node.config.params import DEFAULT_PARAMS, FleetParams, TufParams, load_params, parse_params
+from timely_robot.config import ParamError, suggest
 
 #: The read-only parameter naming the fleet YAML whose values are the other parameters' defaults.
 PARAMS_FILE = "params_file"
@@ -174,7 +175,7 @@ def declare_parameters(node, params: FleetParams | None = None, *,
         if name in _ROS_OWN or name.startswith("qos_overrides."):
             continue
         node.get_logger().warning(f"parameter override '{name}' is not a parameter of {node.get_name()} and "
-                                  f"is ignored ({_suggest(name, sorted(known))})")
+                                  f"is ignored ({suggest(name, sorted(known))})")
     return effective
 
 

@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from llm_planner_node.errors import CommandError
+from timely_robot.errors import CommandError
 
 SECRET_ENV = "TIMELY_FLEET_OPERATOR_SECRET"
 

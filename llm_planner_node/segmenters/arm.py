@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_planner_node.core.skills import SkillSet
-from llm_planner_node.segmenters.base import PlanSyntaxError, Repair, Segment, Segmenter, check_call, register_segmenter
-from llm_planner_node.segmenters.minispec import Call, _lex
+from timely_robot.skills import SkillSet
+from timely_robot.plans import PlanSyntaxError, Repair, check_call
+from llm_planner_node.segmenters.base import Segment, Segmenter, register_segmenter
+from timely_robot.minispec import Call, _lex
 
 __all__ = ["ArmSegmenter", "parse_arm_plan", "parse_arm_statement"]
 

@@ -8,7 +8,7 @@ O(len(new_text)): a segmenter keeps only the text of the statement it has not em
 never re-scans the whole output.
 
 A :class:`Segment` is executable: every skill call in it was looked up in the robot's registered
-:class:`~llm_planner_node.core.skills.SkillSet` and its literal arguments passed the safe ranges.
+:class:`~timely_robot.skills.SkillSet` and its literal arguments passed the safe ranges.
 Text that is not a valid plan raises a :class:`PlanError` (a ``SkillError`` subclass) whose
 message names the offending statement; the engine ends the goal with that message and nothing
 of the bad statement ever reaches a robot. Segments emitted *before* the error were valid and
@@ -32,32 +32,10 @@ nearest bound (``mf,600`` -> ``move_forward(500)``) instead of failing; each rep
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Sequence
 
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
-
-Repair = Literal["none", "clamp"]
-
-
-class PlanError(SkillError):
-    """Generated text that must not reach a robot. ``statement`` is the offending text."""
-
-    def __init__(self, message: str, statement: str = "", offset: int | None = None) -> None:
-        self.statement = statement
-        self.offset = offset
-        where = f" in statement {statement!r}" if statement else ""
-        at = f" (at char {offset})" if offset is not None else ""
-        super().__init__(f"{message}{where}{at}")
-        self.reason = message
-
-
-class PlanSyntaxError(PlanError):
-    """The text is not a well-formed statement of the plan language."""
-
-
-class UnsafePlanError(PlanError):
-    """A statement calls an unregistered skill or passes a bad/unsafe argument."""
-
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillSet
+from timely_robot.plans import PlanError, PlanSyntaxError, Repair, UnsafePlanError, check_call
 
 @dataclass(frozen=True)
 class Segment:
@@ -69,7 +47,7 @@ class Segment:
     decoded text covers it. ``text`` is that slice with surrounding whitespace stripped.
     ``calls`` are the validated skill calls in source order (MiniSpec blocks: every call inside
     the block, including calls in conditions; arguments that are run-time variables are
-    :class:`~llm_planner_node.segmenters.minispec.Var` objects and must be re-validated by the
+    :class:`~timely_robot.minispec.Var` objects and must be re-validated by the
     adapter after substitution). ``statements`` is the parsed AST (MiniSpec: one top-level
     statement; arm: the grouped :class:`Call` statements; chat: empty).
     """
@@ -158,60 +136,6 @@ class Segmenter:
         )
         self.segments.append(seg)
         return seg
-
-
-def check_call(
-    skill_set: SkillSet,
-    name: str,
-    args: Sequence[Any],
-    *,
-    statement: str = "",
-    offset: int | None = None,
-    repair: Repair = "none",
-    repairs: list[str] | None = None,
-    is_var: Any = None,
-) -> SkillCall:
-    """Validate one call against ``skill_set``; return the canonical :class:`SkillCall`.
-
-    ``is_var(x)`` tells which arguments are run-time variables: those are arity-checked but not
-    coerced (kept as is). With ``repair="clamp"`` out-of-range numeric literals are clamped and a
-    note appended to ``repairs``. Raises :class:`UnsafePlanError` naming the statement.
-    """
-    try:
-        spec = skill_set.spec(name)
-        args = list(args)
-        if repair == "clamp":
-            for i, (a, v) in enumerate(zip(spec.args, args)):
-                if (is_var is not None and is_var(v)) or a.type not in ("int", "float"):
-                    continue
-                try:
-                    num = float(v) if not isinstance(v, bool) else None
-                except (TypeError, ValueError):
-                    num = None
-                if num is None or num != num:
-                    continue
-                lo, hi = a.min, a.max
-                new = num
-                if lo is not None and num < lo:
-                    new = lo
-                if hi is not None and num > hi:
-                    new = hi
-                if new != num:
-                    args[i] = int(new) if a.type == "int" else float(new)
-                    if repairs is not None:
-                        repairs.append(
-                            f"{spec.name}: {a.name}={v} clamped to {args[i]} (safe range "
-                            f"{'' if lo is None else f'{lo:g}'}..{'' if hi is None else f'{hi:g}'})"
-                        )
-        if is_var is None or not any(is_var(v) for v in args):
-            return skill_set.validate(name, args)
-        spec.check_arity(len(args))
-        out = tuple(v if is_var(v) else a.coerce(spec.name, v) for a, v in zip(spec.args, args))
-        return SkillCall(spec.name, out)
-    except PlanError:
-        raise
-    except SkillError as e:
-        raise UnsafePlanError(str(e), statement, offset) from None
 
 
 SEGMENTER_NAMES = ("minispec", "arm", "chat-sentence", "chat-paragraph")

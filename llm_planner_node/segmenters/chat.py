@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 from typing import Literal as TLiteral
 
-from llm_planner_node.core.skills import SkillCall, SkillSet
-from llm_planner_node.segmenters.base import PlanSyntaxError, Repair, Segment, Segmenter, check_call, register_segmenter
+from timely_robot.skills import SkillCall, SkillSet
+from timely_robot.plans import PlanSyntaxError, Repair, check_call
+from llm_planner_node.segmenters.base import Segment, Segmenter, register_segmenter
 
 ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof sr jr st mt vs etc e.g i.e eg ie cf al approx dept est fig inc ltd co corp

@@ -6,12 +6,13 @@ import dataclasses
 import threading
 from typing import Callable
 
-from llm_planner_node.config.params import SIM_ENGINES, FleetParams, RobotParams, perceivable_objects, plan_objects
+from llm_planner_node.config.params import SIM_ENGINES, FleetParams, perceivable_objects, plan_objects
+from timely_robot.config import RobotParams
 from llm_planner_node.core.battery import BatteryRule, battery_refusal
-from llm_planner_node.core.budgets import StaticBudget
-from llm_planner_node.core.outcomes import RejectReason, Rejection
-from llm_planner_node.core.perceivable import unperceivable
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+from timely_robot.budgets import StaticBudget
+from timely_robot.outcomes import RejectReason, Rejection
+from timely_robot.perceivable import unperceivable
+from timely_robot.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.core.task_model import Goal, Request, Segment
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
 from llm_planner_node.core.tuf import TUFParams, tuf_problem
@@ -90,7 +91,7 @@ class GoalIntake(ServicePart):
         return self._link_check(robot) or self._battery_check(robot) or self._perception_check(robot, text)
 
     def _perception_check(self, robot: RobotParams, instruction: str) -> Rejection | None:
-        """An instruction naming a detector class the robot lacks (core/perceivable.py) is refused
+        """An instruction naming a detector class the robot lacks (timely_robot/perceivable.py) is refused
         before a plan is written, naming it; any other thing a plan names is checked before its
         segment is dispatched (:meth:`object_problem`)."""
         known = perceivable_objects(robot)

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from llm_planner_node.config.params import FleetParams
-from llm_planner_node.core.approval import Approval
+from timely_robot.approval import Approval
 from llm_planner_node.core.task_model import Request, Segment
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
 from llm_planner_node.service.shared import ServicePart, Shared

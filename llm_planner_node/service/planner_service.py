@@ -31,8 +31,8 @@ from llm_planner_node.config.params import FleetParams
 from llm_planner_node.core.batching import make_admission
 from llm_planner_node.core.clock import Clock, WallClock
 from llm_planner_node.core.engine_api import Engine
-from llm_planner_node.core.execution_time import ExecutionTimeModel, TimeScaledEstimator
-from llm_planner_node.core.outcomes import RejectReason, Rejection
+from timely_robot.execution_time import ExecutionTimeModel, TimeScaledEstimator
+from timely_robot.outcomes import RejectReason, Rejection
 from llm_planner_node.core.planner import Planner, PlannerConfig
 from llm_planner_node.core.policies import get_policy
 from llm_planner_node.core.task_model import Request, Segment

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from llm_planner_node.core.budgets import StaticBudget
+from timely_robot.budgets import StaticBudget
 from llm_planner_node.core.task_model import Request
 
 

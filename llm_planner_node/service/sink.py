@@ -7,11 +7,11 @@ from collections import Counter
 from typing import Callable
 
 from llm_planner_node.core.clock import Clock
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
-from llm_planner_node.core.task_model import REPLAN_SKILLS, EndKind, GenState, Request, Segment
+from timely_robot.skills import DEFAULT_SKILL_SETS, REPLAN_SKILLS
+from llm_planner_node.core.task_model import EndKind, GenState, Request, Segment
 from llm_planner_node.core.text import safe_text
 from llm_planner_node.prompts.grammar import language_for
-from llm_planner_node.segmenters.plan_cost import segment_cost
+from timely_robot.plan_cost import segment_cost
 from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.ports import PlannerPorts
 from llm_planner_node.service.registry import GoalRegistry
@@ -36,7 +36,7 @@ class PortsSink:
 
     def budget_check(self, request: Request, segment: Segment) -> str | None:
         """Before a segment is dispatched: its worst case (loops multiplied out) added to the
-        goal's earlier segments must fit the robot's budget (core/budgets.py), else the reason."""
+        goal's earlier segments must fit the robot's budget (timely_robot/budgets.py), else the reason."""
         g = self._goals.by_request.get(request.id)
         if g is None or g.budget is None or request.goal.skill_set_id is None:
             return None

@@ -10,8 +10,8 @@ from collections import Counter, deque
 from typing import Any, Callable
 
 from llm_planner_node.config.params import FleetParams
-from llm_planner_node.core.link import INTERRUPTED
-from llm_planner_node.core.outcomes import RobotState
+from timely_robot.link.rules import INTERRUPTED
+from timely_robot.outcomes import RobotState
 from llm_planner_node.core.text import safe_text
 from llm_planner_node.service.ports import MAX_ID_CHARS, StatusIn
 from llm_planner_node.service.shared import ServicePart, Shared

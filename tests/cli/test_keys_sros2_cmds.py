@@ -204,7 +204,7 @@ def test_policy_topic_names_are_the_nodes_topic_names():
     """The policy must name the topics the nodes use (per-robot status topics: the lead's wiring)."""
     pytest.importorskip("rclpy")
     from llm_planner_node.ros import messages as ros_messages
-    from llm_planner_node.ros import robot_link
+    from timely_robot.link import ros as robot_link
 
     assert robot_link.segments_topic("alpha_1") == sp.segments_topic("alpha_1")
     assert ros_messages.ACTION_NAME == sp.ACTION_NAME
@@ -225,7 +225,7 @@ def test_signed_messages_survive_ros_serialization(tmp_path):
     from rclpy.serialization import deserialize_message, serialize_message
     from timely_fleet.msg import RobotStatus, Skill, SkillSegment
 
-    from llm_planner_node.security.signing import BAD_MAC, Keystore, LinkSigner, LinkVerifier
+    from timely_robot.link.signing import BAD_MAC, Keystore, LinkSigner, LinkVerifier
 
     ks = Keystore(tmp_path / "ks")
     ks.ensure(["alpha_1"])

@@ -8,15 +8,15 @@ from dataclasses import fields, replace
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from llm_planner_node.core.policies import policy_names
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, ROBOT_KINDS
+from timely_robot.skills import DEFAULT_SKILL_SETS, ROBOT_KINDS
 from llm_planner_node.config.schema import (RUNTIME_NAMES, from_flat, is_runtime, read_only_reason, schema,
                                            spec_map, to_flat, validate_update)
-from llm_planner_node.config.params import (SecurityParams, ADAPTERS, DEFAULT_PARAMS, DTYPES, EngineParams, FleetParams, ParamError,
-                                     PlannerParams, RobotParams, TufParams, load_params, sim_only_policies)
+from timely_robot.config import SecurityParams, ADAPTERS, ParamError, RobotParams
+from llm_planner_node.config.params import (
+    DEFAULT_PARAMS, DTYPES, EngineParams, FleetParams, PlannerParams, TufParams, load_params, sim_only_policies)
 from llm_planner_node.ros.params import fleet_yaml_to_ros_params
 
 

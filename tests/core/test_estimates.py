@@ -5,7 +5,7 @@ import pytest
 
 from llm_planner_node.core.exec_table import TableExecutionTime
 from llm_planner_node.core.generation_time import SegmentTimeEstimator, TokenTimeEstimator
-from llm_planner_node.core.skills import CHAT, TELLO_MINISPEC
+from timely_robot.skills import CHAT, TELLO_MINISPEC
 
 
 def test_segment_time_ewma_per_kind_and_first_segment():

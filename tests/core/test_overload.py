@@ -9,7 +9,7 @@ from llm_planner_node.core.clock import VirtualClock
 from llm_planner_node.core.exec_table import TableExecutionTime
 from llm_planner_node.core.planner import Planner, PlannerConfig, QueueFull
 from llm_planner_node.core.policies import get_policy
-from llm_planner_node.core.skills import SkillCall
+from timely_robot.skills import SkillCall
 from llm_planner_node.core.task_model import EndKind, GenState
 from llm_planner_node.engines.sim_engine import SimEngine
 from llm_planner_node.tools.sim.simulation import simulate

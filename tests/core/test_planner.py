@@ -190,7 +190,7 @@ def test_preempted_generation_whose_segment_and_end_cross_the_suspend_still_comp
     core counts both (the engine kept those tokens): the segment is dispatched, the request is
     GENERATED and leaves the queue (it is never resumed), and the robot's reports finish it."""
     from llm_planner_node.core.engine_api import FinishedEvent, SegmentEvent
-    from llm_planner_node.core.skills import SkillCall
+    from timely_robot.skills import SkillCall
 
     clock, engine, planner, sink, rid = _preempted_drone_goal()
     req = planner.requests[rid]

@@ -49,7 +49,7 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
     from timely_fleet.msg import GoalResult
 
     from llm_planner_node.ros.messages import ACTION_NAME, RESULTS_TOPIC, action_qos_kwargs
-    from llm_planner_node.ros.robot_link import STATUS_QOS
+    from timely_robot.link.ros import STATUS_QOS
 
     params = fleet_yaml(tmp_path / "fleet.yaml")
     adapters = Up("--params", params, "--only", "adapters")

@@ -19,10 +19,10 @@ def test_hundred_simulated_robots_in_one_process_execute_their_segments(ros_cont
     from rclpy.node import Node
     from timely_fleet.msg import RobotStatus, SkillSegment
 
-    from llm_planner_node.core.skills import TELLO_MINISPEC as T
-    from llm_planner_node.ros.robot_link import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
-    from robot_adapters.adapter_base import AdapterNode
-    from llm_planner_node.ros.robot_link import make_segment_msg
+    from timely_robot.skills import TELLO_MINISPEC as T
+    from timely_robot.link.ros import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
+    from robot_adapters.adapter_node import AdapterNode
+    from timely_robot.link.ros import make_segment_msg
     from robot_adapters.sim.sim_fleet import SimFleet
 
     fleet = SimFleet(drones=N, time_scale=0.01)

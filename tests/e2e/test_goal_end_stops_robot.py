@@ -60,7 +60,7 @@ def breaking_engine(kind: str):
 
 
 def record(node, msg_type, topic, qos=None):
-    from llm_planner_node.ros.robot_link import STATUS_QOS
+    from timely_robot.link.ros import STATUS_QOS
 
     got: list = []
     node.create_subscription(msg_type, topic, lambda m: got.append(m), qos or STATUS_QOS)

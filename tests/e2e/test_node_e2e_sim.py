@@ -38,7 +38,7 @@ def fleet(ros_context):
 
 
 def record(node, msg_type, topic, qos=None):
-    from llm_planner_node.ros.robot_link import STATUS_QOS
+    from timely_robot.link.ros import STATUS_QOS
 
     got: list[tuple[float, object]] = []
     node.create_subscription(msg_type, topic, lambda m: got.append((time.monotonic(), m)), qos or STATUS_QOS)
@@ -50,8 +50,8 @@ def record_segments(node, robot_id):
     (the planner's default), picked by ``robot_id``; the lease's heartbeats are left out."""
     from timely_fleet.msg import SkillSegment
 
-    from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
-    from llm_planner_node.ros.robot_link import SHARED_SEGMENT_QOS
+    from timely_robot.link.rules import HEARTBEAT_SEQUENCE
+    from timely_robot.link.ros import SHARED_SEGMENT_QOS
 
     got: list[tuple[float, object]] = []
 
@@ -160,9 +160,10 @@ def test_adapter_that_dies_mid_plan_aborts_the_goal_with_a_reason(fleet, ros_con
     from rclpy.executors import SingleThreadedExecutor
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.core.execution_time import ExecutionTimeModel
-    from llm_planner_node.core.skills import TELLO_MINISPEC
-    from robot_adapters.adapter_base import AdapterCore, AdapterNode
+    from timely_robot.execution_time import ExecutionTimeModel
+    from timely_robot.skills import TELLO_MINISPEC
+    from robot_adapters.adapter_core import AdapterCore
+    from robot_adapters.adapter_node import AdapterNode
     from robot_adapters.sim.sim_fleet import SampledExecutor
 
     adapter = AdapterNode("ext1_adapter", context=ros_context)
@@ -277,9 +278,10 @@ def test_segments_are_resent_to_an_adapter_that_missed_them(fleet, ros_context):
     sees it, so the planner re-sends unacknowledged segments until the adapter answers."""
     from rclpy.executors import SingleThreadedExecutor
 
-    from llm_planner_node.core.execution_time import ExecutionTimeModel
-    from llm_planner_node.core.skills import TELLO_MINISPEC
-    from robot_adapters.adapter_base import AdapterCore, AdapterNode
+    from timely_robot.execution_time import ExecutionTimeModel
+    from timely_robot.skills import TELLO_MINISPEC
+    from robot_adapters.adapter_core import AdapterCore
+    from robot_adapters.adapter_node import AdapterNode
     from robot_adapters.sim.sim_fleet import SampledExecutor
 
     published = record_segments(fleet.client.node, "ext1")

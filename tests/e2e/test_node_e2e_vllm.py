@@ -44,7 +44,7 @@ def fleet(ros_context, vllm_engine):
 def test_urgent_drone_goal_is_served_while_a_long_arm_plan_generates(fleet):
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.robot_link import STATUS_QOS
+    from timely_robot.link.ros import STATUS_QOS
 
     statuses = []
     fleet.client.node.create_subscription(RobotStatus, "/robot_status", statuses.append, STATUS_QOS)

@@ -64,7 +64,7 @@ class Watcher:
         from sensor_msgs.msg import BatteryState, Image
         from timely_fleet.msg import DetectionArray, RobotStatus
 
-        from llm_planner_node.ros.robot_link import STATUS_QOS
+        from timely_robot.link.ros import STATUS_QOS
 
         self.ctx = Context()
         rclpy.init(context=self.ctx)

@@ -44,7 +44,7 @@ def test_adapters_stop_their_robots_when_the_planner_dies(own_ros_domain):
     import rclpy
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.robot_link import STATUS_QOS
+    from timely_robot.link.ros import STATUS_QOS
 
     statuses: list[tuple[float, RobotStatus]] = []
     node = rclpy.create_node("lease_watch", context=own_ros_domain)
@@ -129,7 +129,7 @@ def test_operator_stop_halts_the_real_protocol_robots_and_the_next_goal_runs(own
     import rclpy
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.robot_link import STATUS_QOS
+    from timely_robot.link.ros import STATUS_QOS
 
     statuses: list[tuple[float, RobotStatus]] = []
     node = rclpy.create_node("stop_watch", context=own_ros_domain)

@@ -39,7 +39,7 @@ def test_the_adapter_obeys_only_the_highest_planner_term(ros_context, tmp_path):
     from timely_fleet.msg import RobotStatus, SkillSegment
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS, heartbeat_message
+    from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS, heartbeat_message
     from llm_planner_node.up import running_fleet
 
     # the term-1 planner with the adapter; the term-2 planner in its own namespace (its own action
@@ -95,10 +95,11 @@ def test_the_adapter_obeys_only_the_highest_planner_term(ros_context, tmp_path):
 def test_security_mode_off_applies_the_term_rule_too(ros_context):
     """Unsigned (``security.mode: off``: the adapter has no verifier): a message of a stale term is
     dropped and counted all the same."""
-    from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
-    from llm_planner_node.core.skills import TELLO_MINISPEC as T
-    from robot_adapters.adapter_base import AdapterCore, AdapterNode
-    from llm_planner_node.ros.robot_link import make_segment_msg
+    from timely_robot.link.rules import HEARTBEAT_SEQUENCE
+    from timely_robot.skills import TELLO_MINISPEC as T
+    from robot_adapters.adapter_core import AdapterCore
+    from robot_adapters.adapter_node import AdapterNode
+    from timely_robot.link.ros import make_segment_msg
     from robot_adapters.executor import SimulatedExecutor
 
     node = AdapterNode("terms_off", context=ros_context)

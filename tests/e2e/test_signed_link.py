@@ -45,8 +45,8 @@ def test_forged_statuses_change_nothing_and_are_counted(ros_context, tmp_path, p
     from timely_fleet.msg import RobotStatus
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_TOPIC, status_topic
-    from llm_planner_node.security.signing import Keystore, sign_status_msg
+    from timely_robot.link.ros import STATUS_QOS, STATUS_TOPIC, status_topic
+    from timely_robot.link.signing import Keystore, sign_status_msg
     from llm_planner_node.up import running_fleet
 
     params = fleet(tmp_path, per_robot_topics=per_robot_topics)
@@ -95,8 +95,8 @@ def test_forged_segments_are_not_executed_and_a_rogue_cancel_is_ignored(ros_cont
     from timely_fleet.msg import RobotStatus, Skill, SkillSegment
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.robot_link import SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC, segment_topic_of, status_topic
-    from llm_planner_node.security.signing import Keystore, now_us, sign_segment_msg
+    from timely_robot.link.ros import SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC, segment_topic_of, status_topic
+    from timely_robot.link.signing import Keystore, now_us, sign_segment_msg
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet(tmp_path, per_robot_topics=per_robot_topics), time_scale=0.2, context=ros_context) as f:

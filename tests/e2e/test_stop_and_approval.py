@@ -62,7 +62,7 @@ class Operator:
         from timely_fleet.msg import RobotStatus
         from timely_fleet.srv import ApproveSegment, StopRobots
 
-        from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_TOPIC
+        from timely_robot.link.ros import STATUS_QOS, STATUS_TOPIC
 
         self.StopRobots, self.ApproveSegment = StopRobots, ApproveSegment
         self.node = Node("test_operator", context=ctx)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llm_planner_node.core.engine_api import FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND
 from llm_planner_node.config.params import EngineParams
 from llm_planner_node.prompts.prompt import build_prompt
 

@@ -10,7 +10,7 @@ import pytest
 
 from llm_planner_node.core.clock import VirtualClock
 from llm_planner_node.core.engine_api import FinishedEvent, GenerationSpec, SegmentEvent, TokensEvent
-from llm_planner_node.core.skills import SkillCall
+from timely_robot.skills import SkillCall
 from llm_planner_node.engines.sim_engine import RealtimeSimEngine, SimEngine, SimPrompt, SimSegment
 from llm_planner_node.engines.sim_prompts import scripted_prompt_builder
 

@@ -23,7 +23,7 @@ from llm_planner_node.core.clock import WallClock  # noqa: E402
 from llm_planner_node.core.engine_api import (FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent,  # noqa: E402
                                               TokensEvent)
 from llm_planner_node.core.plan_limits import limits_for  # noqa: E402
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND  # noqa: E402
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND  # noqa: E402
 from llm_planner_node.config.params import EngineParams  # noqa: E402
 from llm_planner_node.planner_model.corpus import canonical_examples  # noqa: E402
 

@@ -42,7 +42,7 @@ def test_vllm_validates_through_the_module_attribute_the_engine_wraps():
 def test_a_grammar_text_is_parsed_once_and_a_bad_one_is_never_remembered(monkeypatch):
     import vllm.v1.structured_output.backend_xgrammar as bx
 
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
     from llm_planner_node.engines.vllm_engine import memoize_grammar_validation
     from llm_planner_node.prompts.grammar import plan_grammar
 

@@ -16,7 +16,7 @@ pytest.importorskip("vllm")
 from llm_planner_node.core.clock import WallClock  # noqa: E402
 from llm_planner_node.core.engine_api import FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent  # noqa: E402
 from llm_planner_node.core.plan_limits import limits_for  # noqa: E402
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS  # noqa: E402
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS  # noqa: E402
 from llm_planner_node.prompts.grammar import GrammarChecker, build_plan_grammar, longest_plan_chars  # noqa: E402
 from llm_planner_node.config.params import EngineParams  # noqa: E402
 

@@ -10,9 +10,9 @@ import pytest
 
 from llm_planner_node.core.clock import VirtualClock
 from llm_planner_node.core.engine_api import GenerationSpec, TokensEvent
-from llm_planner_node.core.skills import SkillCall
-from llm_planner_node.engines.sim_engine import RealtimeSimEngine
-from llm_planner_node.engines.sim_engine import IterationModel, SimEngineConfig, SimPrompt, SimSegment
+from timely_robot.skills import SkillCall
+from llm_planner_node.engines.sim_engine import (
+    IterationModel, RealtimeSimEngine, SimEngineConfig, SimPrompt, SimSegment)
 
 MODEL = IterationModel(0.010, 0.001, 0.0005)
 PROMPT = SimPrompt(100, 20, (SimSegment("x;", 40, (SkillCall("takeoff"),)),), "skills")

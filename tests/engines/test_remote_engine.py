@@ -25,7 +25,7 @@ httpx = pytest.importorskip("httpx")
 from llm_planner_node.core.clock import WallClock  # noqa: E402
 from llm_planner_node.core.engine_api import (FailedEvent, FinishedEvent, GenerationSpec,  # noqa: E402
                                               SegmentEvent, TokensEvent)
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND  # noqa: E402
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND  # noqa: E402
 from llm_planner_node.planner_model.corpus import canonical_chat_examples, canonical_examples  # noqa: E402
 from llm_planner_node.prompts.prompt import build_prompt  # noqa: E402
 from llm_planner_node.segmenters import get_segmenter  # noqa: E402

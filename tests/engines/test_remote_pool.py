@@ -301,7 +301,8 @@ def test_a_server_without_priority_scheduling_gets_requests_without_priority(fak
 def test_remote_is_built_from_the_parameters():
     from llm_planner_node.core.clock import WallClock
     from llm_planner_node.engines.factory import engine_factory
-    from llm_planner_node.config.params import EngineParams, ParamError, parse_params
+    from llm_planner_node.config.params import EngineParams, parse_params
+    from timely_robot.config import ParamError
 
     p = parse_params({"planner": {"engine": {"kind": "remote", "servers": ["http://10.0.0.5:8000/"]}}, "robots": []})
     assert p.check().planner.engine.servers == ("http://10.0.0.5:8000",)

@@ -4,7 +4,7 @@ import pytest
 
 from llm_planner_node.core.clock import VirtualClock
 from llm_planner_node.core.engine_api import FinishedEvent, GenerationSpec, SegmentEvent, TokensEvent
-from llm_planner_node.core.skills import SkillCall
+from timely_robot.skills import SkillCall
 from llm_planner_node.engines.sim_engine import (LLAMA3_8B_RTX4090, IterationModel, KVCapacityError,
                                                  SimEngine, SimEngineConfig, SimPrompt, SimSegment)
 

@@ -17,7 +17,7 @@ vllm = pytest.importorskip("vllm")
 from llm_planner_node.core.clock import WallClock  # noqa: E402
 from llm_planner_node.core.engine_api import (FailedEvent, FinishedEvent, GenerationSpec,  # noqa: E402
                                               SegmentEvent, TokensEvent)
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillSet  # noqa: E402
+from timely_robot.skills import DEFAULT_SKILL_SETS, SkillSet  # noqa: E402
 from llm_planner_node.config.params import EngineParams  # noqa: E402
 from llm_planner_node.planner_model.corpus import canonical_examples  # noqa: E402
 from llm_planner_node.prompts.prompt import build_prompt  # noqa: E402

@@ -14,7 +14,7 @@ vllm = pytest.importorskip("vllm")
 
 from llm_planner_node.core.clock import WallClock  # noqa: E402
 from llm_planner_node.core.engine_api import FailedEvent, FinishedEvent, SegmentEvent  # noqa: E402
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS  # noqa: E402
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS  # noqa: E402
 from llm_planner_node.prompts.grammar import GrammarChecker, plan_grammar  # noqa: E402
 from llm_planner_node.config.params import EngineParams  # noqa: E402
 from llm_planner_node.planner_model.corpus import canonical_chat_examples, canonical_examples  # noqa: E402

@@ -1,5 +1,5 @@
 """The architecture holds: the import-linter contracts of `.importlinter` (core pure, layers, the
-runtime never imports the tools, adapters apart) are kept, every package of the planner sits in a
+runtime never imports the tools, the robot side stands alone) are kept, every package of the planner sits in a
 layer, and neither a module nor a package of the project takes part in an import cycle, counting
 the imports inside functions too (commands loaded by name, `importlib.import_module`, are not
 imports)."""
@@ -15,7 +15,10 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("llm_planner_node", "robot_adapters")
+PACKAGES = ("llm_planner_node", "timely_robot", "robot_adapters")
+#: where each package's source lives
+SOURCES = {"llm_planner_node": ROOT / "llm_planner_node", "timely_robot": ROOT / "robot" / "timely_robot",
+           "robot_adapters": ROOT / "robot" / "robot_adapters"}
 
 
 def test_import_linter_contracts_are_kept():
@@ -29,8 +32,8 @@ def test_import_linter_contracts_are_kept():
 def _modules() -> dict[str, Path]:
     mods = {}
     for pkg in PACKAGES:
-        for path in (ROOT / pkg).rglob("*.py"):
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in SOURCES[pkg].rglob("*.py"):
+            name = ".".join(path.relative_to(SOURCES[pkg].parent).with_suffix("").parts)
             mods[name.removesuffix(".__init__")] = path
     return mods
 

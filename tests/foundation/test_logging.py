@@ -66,7 +66,7 @@ def test_vllm_gets_warning_level_on_stderr_and_expected_notices_are_dropped():
     it, without starting vLLM."""
     p = _python("""
         import json, logging, logging.config, os
-        from llm_planner_node.logging_setup import configure_logging
+        from timely_robot.logging_setup import configure_logging
         configure_logging("info", ros=False)
         assert os.environ["VLLM_LOGGING_LEVEL"] == "WARNING", os.environ["VLLM_LOGGING_LEVEL"]
         assert os.environ["VLLM_LOGGING_STREAM"] == "ext://sys.stderr"
@@ -90,7 +90,7 @@ def test_vllm_gets_warning_level_on_stderr_and_expected_notices_are_dropped():
 def test_debug_level_lets_everything_through():
     p = _python("""
         import json, logging, logging.config, os
-        from llm_planner_node.logging_setup import configure_logging
+        from timely_robot.logging_setup import configure_logging
         configure_logging("debug", ros=False)
         assert os.environ["VLLM_LOGGING_LEVEL"] == "DEBUG"
         logging.config.dictConfig(json.load(open(os.environ["VLLM_LOGGING_CONFIG_PATH"])))
@@ -107,7 +107,7 @@ def test_debug_level_lets_everything_through():
 def test_project_loggers_go_through_the_rclpy_logger_at_the_chosen_level():
     p = _python("""
         import logging
-        from llm_planner_node.logging_setup import configure_logging
+        from timely_robot.logging_setup import configure_logging
         configure_logging("info")
         logging.getLogger("timely_fleet.test").info("hello info")
         logging.getLogger("timely_fleet.test").debug("hidden debug")

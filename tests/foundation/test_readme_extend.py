@@ -51,8 +51,8 @@ def test_the_new_robot_example_runs_only_segments_signed_with_its_key(tmp_path):
     rclpy = pytest.importorskip("rclpy")
     from rclpy.context import Context
 
-    from llm_planner_node.core.skills import INDY7_ARM
-    from llm_planner_node.security.signing import Keystore, LinkSigner
+    from timely_robot.skills import INDY7_ARM
+    from timely_robot.link.signing import Keystore, LinkSigner
     from timely_fleet.msg import SkillSegment
 
     keys = Keystore(tmp_path / "keys")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from llm_planner_node.core.outcomes import RejectReason
-from llm_planner_node.core.perceivable import COCO_LABELS
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
+from timely_robot.outcomes import RejectReason
+from timely_robot.perceivable import COCO_LABELS
+from timely_robot.skills import DEFAULT_SKILL_SETS, SkillCall
 from llm_planner_node.grounding.objects import (MAX_NAME_CHARS, ObjectCheck, grammar_objects, instruction_names,
                                                 literally_named, load_threshold)
 

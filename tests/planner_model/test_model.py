@@ -12,17 +12,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS
 from llm_planner_node.planner_model import DEFAULT_MODEL_PATH
 from llm_planner_node.planner_model.corpus import (canonical_chat_examples, canonical_examples, generate_corpus,
                                                    segmenter_for)
 from llm_planner_node.prompts.prompt import build_prompt, prompt_prefix
 from llm_planner_node.segmenters import get_segmenter, segment_all
 from llm_planner_node.segmenters.detok import IncrementalDetokenizer
-from llm_planner_node.segmenters.minispec import statement_boundaries
+from timely_robot.minispec import statement_boundaries
 
 W = Path(DEFAULT_MODEL_PATH)
 

@@ -20,15 +20,15 @@ from functools import lru_cache
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from llm_planner_node.core.skills import (CHAT, DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, INDY7_ARM,
-                                          TELLO_MINISPEC, ArgSpec, SkillSet, SkillSpec)
+from timely_robot.skills import (
+    CHAT, DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, INDY7_ARM, TELLO_MINISPEC, ArgSpec, SkillSet, SkillSpec)
 from llm_planner_node.prompts.grammar import (Alt, Chars, GrammarChecker, Lit, PlanGrammar, Ref, Rep, Seq,
                                       build_plan_grammar, derivatives_for, float_range, int_range, int_range_ebnf,
                                       language_of, node_to_regex, plan_grammar)
 from llm_planner_node.planner_model.corpus import (canonical_chat_examples, canonical_examples,
                                                    generate_chat_corpus, generate_corpus, segmenter_for)
 from llm_planner_node.segmenters import get_segmenter, segment_all
-from llm_planner_node.segmenters.minispec import Var
+from timely_robot.minispec import Var
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

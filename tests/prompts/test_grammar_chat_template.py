@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+from timely_robot.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.engines.factory import prompt_builder_for
 from llm_planner_node.config.params import EngineParams
 from llm_planner_node.planner_model import DEFAULT_MODEL_PATH

@@ -11,15 +11,14 @@ import random
 from functools import lru_cache
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from llm_planner_node.core.plan_limits import PlanLimits, limits_for
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+from timely_robot.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.prompts.grammar import (Alt, Chars, GrammarChecker, Lit, PlanGrammar, Ref, Rep, Seq, build_plan_grammar,
                                       longest_plan_chars)
 from llm_planner_node.segmenters.arm import parse_arm_plan
-from llm_planner_node.segmenters.minispec import Assign, BoolOp, Call, If, Loop, Return, parse_program
+from timely_robot.minispec import Assign, BoolOp, Call, If, Loop, Return, parse_program
 
 DRONE = DEFAULT_SKILL_SETS["tello_minispec"]
 ARM = DEFAULT_SKILL_SETS["indy7_arm"]

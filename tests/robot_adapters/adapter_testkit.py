@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from llm_planner_node.core.skills import TELLO_MINISPEC
+from timely_robot.skills import TELLO_MINISPEC
 from robot_adapters.executor import SkillCancelled, SkillExecutor
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
-from llm_planner_node.core.execution_time import ExecutionTimeModel
-from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC as T
-from robot_adapters.adapter_base import STATE_DONE, STATE_FAILED, AdapterCore, SegmentIn
+from timely_robot.execution_time import ExecutionTimeModel
+from timely_robot.skills import INDY7_ARM, TELLO_MINISPEC as T
+from robot_adapters.adapter_core import STATE_DONE, STATE_FAILED, SegmentIn
+from robot_adapters.adapter_core import AdapterCore
 from robot_adapters.executor import SimulatedExecutor
 from robot_adapters.sim.sim_fleet import SimFleet
 
@@ -92,7 +93,7 @@ def test_fleet_speed_change_is_visible_in_measured_durations():
 def test_minispec_goal_over_several_segments_reports_each_segment_separately():
     """Regression: the per-goal interpreter must run each segment's calls under that segment's
     sequence number and report that segment's own measured durations (not the first one's)."""
-    from robot_adapters.adapter_base import STATE_EXECUTING
+    from robot_adapters.adapter_core import STATE_EXECUTING
 
     events = []
     ex = SimulatedExecutor("d", "drone", T, lambda c: 0.02)
@@ -159,7 +160,7 @@ def test_a_fleet_runs_on_one_event_loop_without_a_thread_per_robot_or_skill():
 
 
 def test_the_segment_started_hook_hears_each_segment_once_and_a_failing_observer_does_not_stop_the_robot():
-    from robot_adapters.adapter_base import HOOKS
+    from robot_adapters.adapter_core import HOOKS
 
     events, started = [], []
 

@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.ros
 
-from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC  # noqa: E402
+from timely_robot.skills import INDY7_ARM, TELLO_MINISPEC  # noqa: E402
 
 
 class Harness:
@@ -21,9 +21,9 @@ class Harness:
         from rclpy.node import Node
         from timely_fleet.msg import RobotStatus, SkillSegment
 
-        from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS
-        from robot_adapters.adapter_base import AdapterNode
-        from llm_planner_node.ros.robot_link import status_qos
+        from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS
+        from robot_adapters.adapter_node import AdapterNode
+        from timely_robot.link.ros import status_qos
 
         self.ctx = ctx
         self.adapter = AdapterNode("test_adapter", context=ctx)
@@ -60,7 +60,7 @@ class Harness:
         return core
 
     def send(self, robot_id, goal, seq, calls=(), text="", final=False, cancel=False, skill_set=None):
-        from llm_planner_node.ros.robot_link import make_segment_msg
+        from timely_robot.link.ros import make_segment_msg
 
         self._pub.publish(make_segment_msg(goal, robot_id, seq, calls, text, final, cancel, skill_set))
 
@@ -94,7 +94,7 @@ def harness(ros_context):
 
 
 def _sim_core(adapter, robot_id, skill_set=TELLO_MINISPEC, dur=0.05, fail=None, **kw):
-    from robot_adapters.adapter_base import AdapterCore
+    from robot_adapters.adapter_core import AdapterCore
     from robot_adapters.executor import SimulatedExecutor
 
     ex = SimulatedExecutor(robot_id, skill_set.robot_kind, skill_set, lambda c: dur, fail=fail)
@@ -141,7 +141,7 @@ def test_failing_skill_reports_failed_with_error_text(harness):
 
 
 def test_unsafe_argument_refused_before_any_command(harness):
-    from llm_planner_node.core.skills import SkillCall
+    from timely_robot.skills import SkillCall
 
     core = harness.add(_sim_core(harness.adapter, "sim_2"))
     harness.send("sim_2", "g3", 0, [SkillCall("takeoff", ()), SkillCall("move_forward", (900,))])
@@ -158,20 +158,20 @@ def test_gap_fails_goal_and_cancel_stops_execution(harness):
     harness.send("sim_3", "g5", 1, [T.validate("lnd")], final=True, skill_set=T)  # 0 never comes
     msgs = harness.wait(lambda m: _states(m, "sim_3", FAILED))
     assert "segment 0 of goal g5 never arrived" in _states(msgs, "sim_3", FAILED)[0].error
-    slow = harness.add(_sim_core(harness.adapter, "sim_4", dur=5.0))
+    # each skill takes 60 s: a CANCELLED within the wait's 15 s means the takeoff was stopped
+    slow = harness.add(_sim_core(harness.adapter, "sim_4", dur=60.0))
     harness.send("sim_4", "g6", 0, [T.validate("to"), T.validate("mf", [100])], skill_set=T)
     harness.wait(lambda m: any(x.robot_id == "sim_4" and x.state == 2 for x in m))
-    t0 = time.monotonic()
     harness.send("sim_4", "g6", 1, cancel=True)
-    msgs = harness.wait(lambda m: _states(m, "sim_4", CANCELLED))
-    assert time.monotonic() - t0 < 2.0 and slow.executor.executed == []
+    harness.wait(lambda m: _states(m, "sim_4", CANCELLED), timeout=15.0)
+    assert slow.executor.executed == []
 
 
 def test_drone_adapter_over_ros_with_djitellopy_and_simulator(harness, tello_net):
     """Real ROS + real djitellopy + Tello simulator: MiniSpec segment text executed in order;
     an unsafe segment is refused before a UDP command leaves the adapter."""
     djitellopy = pytest.importorskip("djitellopy")
-    from robot_adapters.adapter_base import AdapterCore
+    from robot_adapters.adapter_core import AdapterCore
     from robot_adapters.drone_executor import TelloExecutor
     from robot_adapters.sim.tello_sim import TelloSim
 
@@ -208,9 +208,9 @@ def test_shared_segment_topic_dispatches_by_robot_id(ros_context):
     from rclpy.node import Node
     from timely_fleet.msg import RobotStatus, SkillSegment
 
-    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
-    from robot_adapters.adapter_base import AdapterNode
-    from llm_planner_node.ros.robot_link import make_segment_msg
+    from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
+    from robot_adapters.adapter_node import AdapterNode
+    from timely_robot.link.ros import make_segment_msg
 
     adapter = AdapterNode("shared_adapter", context=ros_context)  # shared: the default
     assert adapter.segment_topics == "shared"

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("neuromeka")
 
-from llm_planner_node.core.execution_time import ExecutionTimeModel  # noqa: E402
-from llm_planner_node.core.skills import INDY7_ARM as A  # noqa: E402
+from timely_robot.execution_time import ExecutionTimeModel  # noqa: E402
+from timely_robot.skills import INDY7_ARM as A  # noqa: E402
 from robot_adapters.arm_executor import IndyArmExecutor  # noqa: E402
 from robot_adapters.executor import SkillCancelled, SkillExecutionError  # noqa: E402
 from robot_adapters.sim.indy_sim import FakeIndy  # noqa: E402
@@ -172,7 +172,8 @@ def test_a_pick_cancelled_on_its_way_down_sends_no_gripper_command(arm):
 def test_an_arm_motion_over_its_budget_reports_a_timeout_not_done():
     """Over the adapter: a move whose time budget runs out is stopped, and the segment reports
     FAILED 'timeout' (the stopped arm is short of its target), never DONE."""
-    from robot_adapters.adapter_base import STATE_DONE, STATE_FAILED, AdapterCore, SegmentIn
+    from robot_adapters.adapter_core import STATE_DONE, STATE_FAILED, SegmentIn
+    from robot_adapters.adapter_core import AdapterCore
 
     scene = _scene()
     host = f"127.0.0.{next(_hosts)}"

@@ -15,8 +15,9 @@ import pytest
 
 pytest.importorskip("neuromeka")
 
-from llm_planner_node.config.params import ParamError, parse_params  # noqa: E402
-from llm_planner_node.core.skills import INDY7_ARM as A  # noqa: E402
+from timely_robot.config import ParamError
+from llm_planner_node.config.params import parse_params  # noqa: E402
+from timely_robot.skills import INDY7_ARM as A  # noqa: E402
 from robot_adapters.arm_executor import IndyArmExecutor  # noqa: E402
 from robot_adapters.executor import SkillExecutionError  # noqa: E402
 from robot_adapters.sim.indy_sim import FakeIndy  # noqa: E402

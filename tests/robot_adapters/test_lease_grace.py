@@ -11,9 +11,10 @@ import logging
 
 import pytest
 
-from llm_planner_node.core.skills import TELLO_MINISPEC as T
-from robot_adapters.adapter_base import (STATE_CANCELLED, STATE_DONE, STATE_EXECUTING, STATE_FAILED, STATE_IDLE,
-                                         AdapterCore, SegmentIn)
+from timely_robot.skills import TELLO_MINISPEC as T
+from robot_adapters.adapter_core import (
+    STATE_CANCELLED, STATE_DONE, STATE_EXECUTING, STATE_FAILED, STATE_IDLE, SegmentIn)
+from robot_adapters.adapter_core import AdapterCore
 from robot_adapters.executor import SimulatedExecutor
 
 LEASE = 3.0
@@ -201,7 +202,8 @@ def test_nothing_starts_during_the_hold_and_stops_still_work():
 
 
 def test_the_grace_must_not_be_negative_and_is_a_fleet_parameter():
-    from llm_planner_node.config.params import DEFAULT_PARAMS, ParamError, load_params, parse_params
+    from llm_planner_node.config.params import DEFAULT_PARAMS, load_params, parse_params
+    from timely_robot.config import ParamError
 
     with pytest.raises(ValueError, match="lease_grace_s must be >= 0"):
         AdapterCore("d1", SimulatedExecutor("d1", "drone", T), lease_s=LEASE, lease_grace_s=-1.0)

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from llm_planner_node.core.skills import TELLO_MINISPEC, SkillError
+from timely_robot.skills import TELLO_MINISPEC, SkillError
 from robot_adapters.drone_executor import TelloExecutor
-from robot_adapters.minispec_interpreter import MiniSpecInterpreter, MiniSpecRuntimeError
+from timely_robot.minispec_interpreter import MiniSpecInterpreter, MiniSpecRuntimeError
 from robot_adapters.scene import Scene
 
 

@@ -7,11 +7,11 @@ import logging
 import threading
 import time
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from llm_planner_node.core.link import PlannerTerm
-from robot_adapters.adapter_base import STATE_CANCELLED, STATE_EXECUTING, STATE_IDLE, AdapterCore, SegmentIn
+from timely_robot.link.rules import PlannerTerm
+from robot_adapters.adapter_core import STATE_CANCELLED, STATE_EXECUTING, STATE_IDLE, SegmentIn
+from robot_adapters.adapter_core import AdapterCore
 
 from adapter_testkit import Hangs, wait_until
 
@@ -167,7 +167,8 @@ def test_after_the_first_higher_term_message_no_lower_term_message_has_an_effect
 def test_the_planner_term_parameter_is_an_integer_of_at_least_one():
     import pytest
 
-    from llm_planner_node.config.params import ParamError, parse_params
+    from timely_robot.config import ParamError
+    from llm_planner_node.config.params import parse_params
 
     assert parse_params({}).planner.term == 1
     assert parse_params({"planner": {"term": 7}}).planner.term == 7

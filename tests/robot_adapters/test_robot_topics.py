@@ -58,8 +58,9 @@ def test_a_drone_perceives_through_the_teams_detector_node(ros_context):
     from rclpy.executors import SingleThreadedExecutor
     from test_minispec_interpreter import FakeTello
 
-    from llm_planner_node.core.skills import SkillCall
-    from robot_adapters.adapter_base import AdapterCore, AdapterNode
+    from timely_robot.skills import SkillCall
+    from robot_adapters.adapter_core import AdapterCore
+    from robot_adapters.adapter_node import AdapterNode
     from robot_adapters.drone_executor import TelloExecutor
     from robot_adapters.executor import SkillExecutionError
     from robot_adapters.perception.camera import CameraPerception
@@ -130,8 +131,9 @@ def test_a_perception_after_the_node_is_destroyed_publishes_nothing_and_fails_no
     destroyed publisher (before: "perception listener failed ... InvalidHandle" in the log)."""
     from test_minispec_interpreter import FakeTello
 
-    from llm_planner_node.core.outcomes import RobotState
-    from robot_adapters.adapter_base import AdapterCore, AdapterNode, StatusEvent
+    from timely_robot.outcomes import RobotState
+    from robot_adapters.adapter_core import AdapterCore, StatusEvent
+    from robot_adapters.adapter_node import AdapterNode
     from robot_adapters.drone_executor import TelloExecutor
     from robot_adapters.perception.camera import CameraPerception
     from robot_adapters.perception.drone import CameraDronePerception

@@ -8,11 +8,12 @@ import time
 
 import pytest
 
-from llm_planner_node.core.execution_time import (SCAN_STEP_DEG, TELLO_DETECT_S, TELLO_TURN_BASE_S,
-                                                  TELLO_YAW_DEG_S, ExecutionTimeModel)
-from llm_planner_node.core.skills import TELLO_MINISPEC as T, SkillCall, SkillSet
-from robot_adapters.adapter_base import (STATE_CANCELLED, STATE_DONE, STATE_EXECUTING, STATE_FAILED,
-                                         STATE_IDLE, AdapterCore, SegmentIn)
+from timely_robot.execution_time import (
+    SCAN_STEP_DEG, TELLO_DETECT_S, TELLO_TURN_BASE_S, TELLO_YAW_DEG_S, ExecutionTimeModel)
+from timely_robot.skills import TELLO_MINISPEC as T, SkillCall, SkillSet
+from robot_adapters.adapter_core import (
+    STATE_CANCELLED, STATE_DONE, STATE_EXECUTING, STATE_FAILED, STATE_IDLE, SegmentIn)
+from robot_adapters.adapter_core import AdapterCore
 from robot_adapters.executor import SimulatedExecutor
 
 from adapter_testkit import wait_until

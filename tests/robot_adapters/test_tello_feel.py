@@ -12,7 +12,7 @@ import pytest
 
 djitellopy = pytest.importorskip("djitellopy")
 
-from llm_planner_node.core.skills import SkillCall  # noqa: E402
+from timely_robot.skills import SkillCall  # noqa: E402
 from robot_adapters.drone_executor import TelloExecutor  # noqa: E402
 from robot_adapters.executor import SkillExecutionError  # noqa: E402
 from robot_adapters.sim.tello_sim import TelloSim  # noqa: E402

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.ros
 
 
 def _entry():
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
     from llm_planner_node.core.task_model import Progress, Segment
     from llm_planner_node.service.ports import GoalIn
     from llm_planner_node.service.takeover import JournalEntry
@@ -44,7 +44,7 @@ def test_a_signed_journal_verifies_after_serialization_and_a_changed_one_does_no
     from timely_fleet.msg import PlannerJournal
 
     from llm_planner_node.ros.failover import entry_msg, journal_problem, sign_journal
-    from llm_planner_node.security.signing import Counter, RobotKey
+    from timely_robot.link.signing import Counter, RobotKey
 
     key = RobotKey("planner", "k1", b"k" * 32)
     counter = Counter()
@@ -82,7 +82,7 @@ def test_standbys_take_over_in_the_order_of_their_names_and_a_tie_at_one_term_le
 
     from llm_planner_node.ros import failover
     from llm_planner_node.ros.failover import FailoverLink
-    from llm_planner_node.security.signing import Counter
+    from timely_robot.link.signing import Counter
 
     claims = []
 
@@ -128,7 +128,7 @@ def test_a_standby_that_joins_late_or_misses_a_journal_asks_for_a_snapshot_and_a
 
     from llm_planner_node.ros.failover import JournalOut, FailoverLink, journal_qos, sign_journal
     from llm_planner_node.ros.messages import JOURNAL_TOPIC
-    from llm_planner_node.security.signing import Counter, RobotKey
+    from timely_robot.link.signing import Counter, RobotKey
 
     key = RobotKey("planner", "k1", b"j" * 32)
 

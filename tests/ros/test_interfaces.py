@@ -145,7 +145,7 @@ def test_a_result_says_which_call_did_not_achieve_its_action_and_why_it_ended_ma
     the core's end."""
     from timely_fleet.action import PlanTask
 
-    from llm_planner_node.core.outcomes import ActionStatus, RejectReason, Rejection
+    from timely_robot.outcomes import ActionStatus, RejectReason, Rejection
     from llm_planner_node.ros.messages import build_result, rejected_result
     from llm_planner_node.tools.sim.workload import goal_for
     from tests.core.test_planner import _executed, _planner, _run_engine

@@ -144,7 +144,7 @@ def test_two_planners_in_their_own_namespaces_share_a_domain_without_cross_talk(
     from timely_fleet.msg import RobotStatus
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.robot_link import STATUS_QOS
+    from timely_robot.link.ros import STATUS_QOS
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet(("a1",)), time_scale=0.05, namespace="fleet_a"), \
@@ -185,7 +185,7 @@ def test_a_fenced_planner_sends_its_robots_nothing(ros_context):
     from timely_fleet.msg import SkillSegment
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, heartbeat_message
+    from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, heartbeat_message
     from llm_planner_node.up import running_fleet
 
     client = GoalClient(ros_context, namespace="fenced")
@@ -283,7 +283,7 @@ def test_stamps_follow_clock_with_use_sim_time(ros_context):
     from timely_fleet.msg import GoalRecord, GoalResult
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from llm_planner_node.ros.robot_link import STATUS_QOS
+    from timely_robot.link.ros import STATUS_QOS
     from llm_planner_node.up import running_fleet
 
     with running_fleet(fleet(("d1",)), time_scale=0.05, context=ros_context,

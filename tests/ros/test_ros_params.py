@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from llm_planner_node.config.schema import schema, to_flat
-from llm_planner_node.config.params import DEFAULT_PARAMS, ParamError, load_params
+from llm_planner_node.config.params import DEFAULT_PARAMS, load_params
+from timely_robot.config import ParamError
 
 pytestmark = pytest.mark.ros
 

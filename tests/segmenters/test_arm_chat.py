@@ -2,7 +2,7 @@
 
 import pytest
 
-from llm_planner_node.core.skills import CHAT, INDY7_ARM, SkillCall, TELLO_MINISPEC
+from timely_robot.skills import CHAT, INDY7_ARM, SkillCall, TELLO_MINISPEC
 from llm_planner_node.planner_model.corpus import canonical_examples, generate_corpus
 from llm_planner_node.segmenters import (
     PlanSyntaxError, UnsafePlanError, get_segmenter, segment_all,

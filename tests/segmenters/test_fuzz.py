@@ -3,9 +3,9 @@ never emit a skill outside the registered set or an argument outside its safe ra
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from llm_planner_node.core.skills import CHAT, INDY7_ARM, TELLO_MINISPEC
+from timely_robot.skills import CHAT, INDY7_ARM, TELLO_MINISPEC
 from llm_planner_node.segmenters import PlanError, get_segmenter
-from llm_planner_node.segmenters.minispec import Var
+from timely_robot.minispec import Var
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -4,13 +4,12 @@ import random
 
 import pytest
 
-from llm_planner_node.core.skills import TELLO_MINISPEC as T, SkillCall, SkillError
+from timely_robot.skills import TELLO_MINISPEC as T, SkillCall, SkillError
 from llm_planner_node.planner_model.corpus import canonical_examples, generate_corpus
 from llm_planner_node.segmenters import PlanSyntaxError, UnsafePlanError, get_segmenter, segment_all
-from llm_planner_node.segmenters.minispec import (
-    Assign, BoolOp, Call, Compare, If, Literal, Loop, Return, Var, iter_calls, parse_program,
-    statement_boundaries, to_source,
-)
+from timely_robot.minispec import (
+    Assign, BoolOp, Call, Compare, If, Literal, Loop, Return, Var, iter_calls, parse_program, statement_boundaries,
+    to_source)
 
 DRONE_PLANS = sorted({e.plan for e in generate_corpus() + canonical_examples() if e.robot_kind == "drone"})
 

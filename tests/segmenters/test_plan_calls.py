@@ -4,9 +4,9 @@ first ``limit`` of them."""
 
 from __future__ import annotations
 
-from llm_planner_node.core.budgets import Cost, call_cost
-from llm_planner_node.core.skills import TELLO_MINISPEC as T, SkillCall
-from llm_planner_node.segmenters.plan_cost import minispec_calls, minispec_cost
+from timely_robot.budgets import Cost, call_cost
+from timely_robot.skills import TELLO_MINISPEC as T, SkillCall
+from timely_robot.plan_cost import minispec_calls, minispec_cost
 
 
 def test_loops_unroll_in_order():

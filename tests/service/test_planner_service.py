@@ -555,7 +555,7 @@ def test_a_robot_sent_nothing_yet_is_not_timed_out_while_its_whole_plan_is_gener
 def test_every_rejection_carries_its_reason_and_is_counted_by_it():
     """One vocabulary for refusals (core.outcomes.RejectReason): the message is what the result
     says, the reason what /diagnostics counts ("rejected.<reason>")."""
-    from llm_planner_node.core.outcomes import RejectReason, Rejection
+    from timely_robot.outcomes import RejectReason, Rejection
 
     svc, _ = service()
     try:

@@ -9,7 +9,7 @@ import time
 
 from llm_planner_node.config.params import parse_params
 from llm_planner_node.core.clock import WallClock
-from llm_planner_node.core.outcomes import RejectReason
+from timely_robot.outcomes import RejectReason
 from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 from llm_planner_node.service.planner_service import GoalIn, PlannerService
 

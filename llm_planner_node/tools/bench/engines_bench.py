@@ -45,7 +45,7 @@ MAX_TOKENS = 160
 
 def _goals() -> list[tuple[str, str, str]]:
     """(prompt, robot kind, skill set) of the canonical tasks."""
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
+    from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND
     from llm_planner_node.planner_model.corpus import canonical_examples
     from llm_planner_node.prompts.prompt import build_prompt
 

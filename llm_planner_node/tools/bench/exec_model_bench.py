@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from llm_planner_node.core.execution_time import ExecutionTimeModel
-from llm_planner_node.core.skills import INDY7_ARM, TELLO_MINISPEC, SkillCall
+from timely_robot.execution_time import ExecutionTimeModel
+from timely_robot.skills import INDY7_ARM, TELLO_MINISPEC, SkillCall
 
 from llm_planner_node.tools import outfiles
 

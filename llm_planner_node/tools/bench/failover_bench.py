@@ -302,7 +302,7 @@ def fleet_yaml(drones: int, arms: int, chats: int, *, lease_s: float, security: 
 def adapters_process() -> None:
     """``up`` (arguments from ``sys.argv[1:]``) with the adapters' execution count and counters
     written to the file named by :data:`ADAPTER_STATS_ENV` (module docstring)."""
-    from robot_adapters.adapter_base import HOOKS
+    from robot_adapters.adapter_core import HOOKS
 
     path = Path(os.environ[ADAPTER_STATS_ENV])
     lock = threading.Lock()
@@ -396,11 +396,11 @@ class Recorder:
 
         from llm_planner_node.ros.failover import journal_qos
 
-        from llm_planner_node.core.link import HEARTBEAT_SEQUENCE
+        from timely_robot.link.rules import HEARTBEAT_SEQUENCE
         from llm_planner_node.ros.messages import (DIAGNOSTICS_TOPIC, JOURNAL_TOPIC, LATCHED_QOS, RESULTS_TOPIC,
                                                    ROLE_TOPIC)
-        from llm_planner_node.ros.robot_link import (SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_READER_QOS,
-                                                     STATUS_TOPIC, draining_subscription)
+        from timely_robot.link.ros import (
+            SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_READER_QOS, STATUS_TOPIC, draining_subscription)
 
         self._hb = HEARTBEAT_SEQUENCE
         self.lock = threading.Lock()
@@ -609,7 +609,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     import rclpy
     from rclpy.context import Context
 
-    from llm_planner_node.core.outcomes import STATUS_NAMES
+    from timely_robot.outcomes import STATUS_NAMES
     from llm_planner_node.ros.goal_client import GoalClient, spinning
 
     rng = random.Random(args.seed)
@@ -620,7 +620,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                        robot_timeout_s=args.robot_timeout_s)
     kinds = {r["id"]: r["kind"] for r in fleet["robots"]}
     if args.security == "sign":  # made once here: three processes creating them at once would race
-        from llm_planner_node.security.signing import Keystore
+        from timely_robot.link.signing import Keystore
 
         Keystore(str(keystore)).ensure(list(kinds))
     params = workdir / "fleet.yaml"

@@ -123,7 +123,7 @@ from typing import Any, Callable
 
 import yaml
 
-from llm_planner_node.core.outcomes import STATUS_NAMES, ActionStatus, RobotState  # noqa: F401
+from timely_robot.outcomes import STATUS_NAMES, ActionStatus, RobotState  # noqa: F401
 from llm_planner_node.tools.bench.procs import start_process, stop_process
 
 CLI = [sys.executable, "-m", "llm_planner_node.cli"]
@@ -193,7 +193,7 @@ def flood_main(rate: float, seconds: float, robot_ids: list[str], seed: int = 1)
     from rclpy.context import Context
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.robot_link import STATUS_QOS, STATUS_TOPIC
+    from timely_robot.link.ros import STATUS_QOS, STATUS_TOPIC
 
     rng = random.Random(seed)
     ctx = Context()
@@ -248,7 +248,7 @@ def status_recorder_main(out_path: str) -> None:
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
     from timely_fleet.msg import RobotStatus
 
-    from llm_planner_node.ros.robot_link import STATUS_TOPIC, draining_subscription, status_goal_id
+    from timely_robot.link.ros import STATUS_TOPIC, draining_subscription, status_goal_id
 
     ctx = Context()
     rclpy.init(context=ctx)
@@ -393,7 +393,7 @@ class Recorder:
         from timely_fleet.msg import GoalRecord, GoalResult, RobotStatus, SkillSegment
 
         from llm_planner_node.ros.messages import GOALS_TOPIC, RESULTS_TOPIC
-        from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_TOPIC
+        from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_TOPIC
 
         self.node = node
         self.lock = threading.Lock()
@@ -638,7 +638,7 @@ def run_campaign(cfg: Config, workdir: Path) -> dict:
 
     from llm_planner_node.ros.goal_client import GoalClient
     from llm_planner_node.ros.messages import action_qos_kwargs
-    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC
+    from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS, STATUS_TOPIC
 
     rng = random.Random(cfg.seed)
     planner_yaml, a_yaml, b_yaml, robot_ids, b_ids = fleet_yamls(cfg, workdir)
@@ -1181,7 +1181,7 @@ def config_of(args: argparse.Namespace) -> Config:
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
     if cfg.robots < 2:
-        from llm_planner_node.errors import CommandError
+        from timely_robot.errors import CommandError
 
         raise CommandError("--robots must be at least 2 (one adapter process is killed and restarted)")
     r = in_workdir("faults_bench_", lambda workdir: run_campaign(cfg, workdir))

@@ -179,7 +179,7 @@ def wakeup_publisher_main(mode: str, n: int, count: int, rate: float, domain_rea
     import rclpy
     from timely_fleet.msg import SkillSegment
 
-    from llm_planner_node.ros.robot_link import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, segments_topic
+    from timely_robot.link.ros import SEGMENT_QOS, SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, segments_topic
 
     rclpy.init()
     node = rclpy.create_node("wakeup_pub")
@@ -218,8 +218,7 @@ def measure_wakeup(n: int, mode: str, count: int, tmp: Path, rate: float = 200.0
     from rclpy.node import Node
     from timely_fleet.msg import SkillSegment
 
-    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, segments_topic
-    from llm_planner_node.ros.robot_link import segment_qos
+    from timely_robot.link.ros import SEGMENTS_TOPIC, segment_qos, segments_topic
 
     ctx = Context()
     rclpy.init(context=ctx)
@@ -334,7 +333,7 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
 
     from llm_planner_node.ros.goal_client import GoalClient
     from llm_planner_node.tools.evaluation.live import live_instruction
-    from llm_planner_node.ros.robot_link import SEGMENTS_TOPIC, planner_segment_topics, segments_topic
+    from timely_robot.link.ros import SEGMENTS_TOPIC, planner_segment_topics, segments_topic
 
     params = fleet_yaml(cfg, n, tmp)
     arrivals = workload(n, cfg.duration_s, cfg.seed)

@@ -8,7 +8,7 @@ planned twice, segmented as the node does it (suspend at every segment, resume a
 * ``invalid_plans``: generations the segmenter ended with INVALID_PLAN (target 0 with the grammar);
 * ``exact``: plans equal to the expected plan, over the instructions that have one;
 * ``adapter_rejected``: segments the robot adapter's own validation
-  (``robot_adapters.adapter_base.AdapterCore.validate``, the check every adapter runs before a
+  (``robot_adapters.adapter_core.AdapterCore.validate``, the check every adapter runs before a
   command) refuses, over all segments the generations produced;
 * ``matcher``: what each kind's grammar costs vLLM's engine core per decoded token (xgrammar's
   mask fill + accept over the canonical plans, :mod:`.grammar_matcher`; ``--matcher-only``
@@ -90,9 +90,10 @@ def run_items(engine: Any, build: Any, items: list[Any], *, grammar: bool, segme
 
 def adapter_rejections(outcomes: list[Outcome]) -> tuple[int, int, list[str]]:
     """(segments checked, segments refused, first refusals) by the robot adapter's validation."""
-    from robot_adapters.adapter_base import AdapterCore, SegmentIn
+    from robot_adapters.adapter_core import AdapterCore
+    from robot_adapters.adapter_core import SegmentIn
 
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
 
     cores: dict[str, Any] = {}
     checked = refused = 0
@@ -285,16 +286,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
     from llm_planner_node.config.params import load_params
 
-    from llm_planner_node.models import ModelError, engine_for_model
+    from timely_robot.model_cache import ModelError
+    from llm_planner_node.models import engine_for_model
 
     try:  # the model's own engine sizes where the YAML keeps the defaults, as `up --model` applies them
         engine_params = engine_for_model(replace(load_params(args.params, check=False).planner.engine, kind="vllm"),
                                          getattr(args, "model", None))
     except ModelError as e:
-        from llm_planner_node.errors import CommandError
+        from timely_robot.errors import CommandError
 
         raise CommandError(str(e)) from None
     if args.matcher_only:

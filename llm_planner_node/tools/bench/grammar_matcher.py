@@ -69,7 +69,7 @@ def matcher_cost(model: str = "embedded", plans: dict[str, list[str]] | None = N
     (expected empty); they are not timed."""
     import xgrammar as xg
 
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
+    from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND
     from llm_planner_node.prompts.grammar import derivatives_for
 
     tok, vocab = _tokenizer(model)

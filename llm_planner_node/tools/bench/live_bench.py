@@ -240,7 +240,7 @@ def label_spin_threads(fleet: Any) -> dict[str, str]:
 # -- raw AsyncLLM -------------------------------------------------------------------------------
 def raw_prompts(engine: Any, goals: list[BurstGoal], engine_params: Any) -> list[list[int]]:
     """The node's prompt for each goal, tokenised as the engine tokenises it."""
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
+    from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND
     from llm_planner_node.engines.factory import prompt_builder_for
 
     build = prompt_builder_for(engine_params)
@@ -254,7 +254,7 @@ _raw_seq = [0]
 def raw_grammars(engine: Any, goals: list[BurstGoal]) -> list[str | None]:
     """The plan grammar (EBNF) each goal decodes under in the node, or None when the engine
     decodes freely (``planner.constrained_decoding: off``): raw runs with the same constraint."""
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
+    from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND
     from llm_planner_node.prompts.grammar import derivatives_for
 
     if engine.constrained_decoding != "grammar":
@@ -392,7 +392,7 @@ class GoalArrivals:
         from timely_fleet.msg import GoalRecord
 
         from llm_planner_node.ros.messages import GOALS_TOPIC
-        from llm_planner_node.ros.robot_link import STATUS_QOS
+        from timely_robot.link.ros import STATUS_QOS
 
         self.arrival: dict[str, float] = {}
         self._offset = self._wall_minus_monotonic()
@@ -415,7 +415,7 @@ class GoalArrivals:
 def node_burst(client: Any, arrivals: GoalArrivals, goals: list[BurstGoal], *, timeout_s: float = 120.0,
                labels: dict[str, str] | None = None) -> NodeBurst:
     """Send ``goals`` at once through ``client``; wait for every result (at most ``timeout_s``)."""
-    from llm_planner_node.core.outcomes import STATUS_NAMES
+    from timely_robot.outcomes import STATUS_NAMES
 
     cpu0 = thread_cpu()
     proc0 = time.process_time()
@@ -865,7 +865,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
     from llm_planner_node.config.params import load_params
 
     if importlib.util.find_spec("vllm") is None:
@@ -878,7 +878,8 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         raise CommandError(f"--policies: {', '.join(bad)} not measured here (choose from {', '.join(POLICIES)})")
     planner = load_params(args.params, check=False).planner
-    from llm_planner_node.models import ModelError, engine_for_model
+    from timely_robot.model_cache import ModelError
+    from llm_planner_node.models import engine_for_model
 
     try:  # the model's own engine sizes where the YAML keeps the defaults, as `up --model` applies them
         engine_params = engine_for_model(replace(planner.engine, kind="vllm"), getattr(args, "model", None))

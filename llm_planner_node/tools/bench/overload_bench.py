@@ -195,7 +195,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
 
     try:
         agents = [int(a) for a in args.agents.split(",") if a.strip()]

@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
     from robot_adapters.sim import netns
 
     if args.json:
@@ -94,10 +94,11 @@ def run(args: argparse.Namespace) -> int:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import djitellopy
 
-    from llm_planner_node.core.skills import TELLO_MINISPEC
-    from llm_planner_node.logging_setup import quiet_djitellopy
+    from timely_robot.skills import TELLO_MINISPEC
+    from timely_robot.logging_setup import quiet_djitellopy
     from robot_adapters.sim import netns
-    from robot_adapters.adapter_base import STATE_DONE, STATE_FAILED, AdapterCore, SegmentIn
+    from robot_adapters.adapter_core import STATE_DONE, STATE_FAILED, SegmentIn
+    from robot_adapters.adapter_core import AdapterCore
     from robot_adapters.drone_executor import TelloExecutor, camera_perception
     from robot_adapters.perception.detectors import load_detector
     from robot_adapters.perception.types import PerceptionError

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
 
 #: Robot kinds the instruction file may name.
 KINDS = ("drone", "arm")
@@ -194,7 +194,7 @@ def parse_plan(text: str, kind: str, *, check_vars: bool = True) -> list[Any]:
         from llm_planner_node.segmenters.arm import parse_arm_plan
 
         return parse_arm_plan(text, ss)
-    from llm_planner_node.segmenters.minispec import parse_program
+    from timely_robot.minispec import parse_program
 
     return parse_program(text, ss, check_vars=check_vars)
 
@@ -206,7 +206,7 @@ def canonical(call: Any, ss: SkillSet) -> SkillCall:
 
 def plan_calls(stmts: Sequence[Any], kind: str) -> list[SkillCall]:
     """The plan's calls in textual order (loops not unrolled), under their full names."""
-    from llm_planner_node.segmenters.minispec import iter_calls
+    from timely_robot.minispec import iter_calls
 
     ss = skill_set_for(kind)
     return [canonical(c, ss) for c in iter_calls(list(stmts))]
@@ -215,7 +215,7 @@ def plan_calls(stmts: Sequence[Any], kind: str) -> list[SkillCall]:
 def unrolled_calls(stmts: Any) -> int:
     """Skill calls the plan runs at most: loops multiplied out, an ``if`` its condition's calls
     plus its larger branch, assignments and returns their operand's calls."""
-    from llm_planner_node.segmenters.minispec import Assign, BoolOp, Call, Compare, If, Loop, Return, iter_calls
+    from timely_robot.minispec import Assign, BoolOp, Call, Compare, If, Loop, Return, iter_calls
 
     if isinstance(stmts, (list, tuple)):
         return sum(unrolled_calls(s) for s in stmts)
@@ -233,7 +233,7 @@ def unrolled_calls(stmts: Any) -> int:
 
 def max_loop_count(stmts: Any) -> int:
     """The largest loop count anywhere in the plan (0 without loops)."""
-    from llm_planner_node.segmenters.minispec import If, Loop
+    from timely_robot.minispec import If, Loop
 
     if isinstance(stmts, (list, tuple)):
         return max((max_loop_count(s) for s in stmts), default=0)
@@ -275,7 +275,7 @@ def num_close(value: Any, want: float) -> bool:
 
 
 def arg_matches(value: Any, want: Any) -> bool:
-    from llm_planner_node.segmenters.minispec import Var
+    from timely_robot.minispec import Var
 
     if isinstance(value, Var):
         return False  # a run-time value: only a wildcard (an omitted argument) matches it
@@ -287,7 +287,7 @@ def arg_matches(value: Any, want: Any) -> bool:
 def _object(name: str) -> str:
     """An object name as the detector's class it is a synonym of (``plant`` is ``potted_plant``):
     a camera drone can only name its classes, and either name means the same thing."""
-    from llm_planner_node.core.perceivable import SYNONYMS
+    from timely_robot.perceivable import SYNONYMS
 
     return SYNONYMS.get(name, name)
 

@@ -35,7 +35,7 @@ Per model and decoding mode (counts, and ``*_rate`` fractions of the instruction
 * ``executed_ok``: at least one segment was dispatched and every dispatched call ran without the
   adapter, its budget meter or the executor refusing it (and within the call limit);
 * ``unsafe_dispatched``: generations whose dispatched part, its worst case added up, exceeds the
-  robot's budget (the gate's sum, ``core/budgets.py``; with no budget, a loop count over
+  robot's budget (the gate's sum, ``timely_robot/budgets.py``; with no budget, a loop count over
   10 or over 50 calls after unrolling, :func:`.plan_match.is_unsafe`);
 * ``invalid_plan``: generations the segmenter ended with INVALID_PLAN (not counting truncated
   ones); ``budget_refused``: generations whose plan the budget check refused (the node ends the
@@ -86,7 +86,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from llm_planner_node.core.plan_limits import PlanLimits
-from llm_planner_node.core.budgets import exceeded
+from timely_robot.budgets import exceeded
 from llm_planner_node.tools import outfiles
 from llm_planner_node.tools.bench import plan_match as pm
 from llm_planner_node.tools.bench.engine_loop import GenerationRun, run_generations
@@ -229,12 +229,13 @@ def execute_dispatched(segments: Sequence[Any], kind: str, *, max_calls: int = M
     ``budget`` (``core.budgets.Budget``), the adapter's meter admits each call first (skills,
     flight, turns and, for drones, the fence from the take-off point), as ``AdapterCore`` does.
     Returns (every call ran, calls run, why not)."""
-    from robot_adapters.adapter_base import AdapterCore, SegmentIn
-    from robot_adapters.minispec_interpreter import MiniSpecInterpreter
+    from robot_adapters.adapter_core import AdapterCore
+    from robot_adapters.adapter_core import SegmentIn
+    from timely_robot.minispec_interpreter import MiniSpecInterpreter
     from robot_adapters.sim.sim_fleet import SampledExecutor
 
-    from llm_planner_node.core.budgets import BudgetMeter, pose_after
-    from llm_planner_node.core.execution_time import ExecutionTimeModel
+    from timely_robot.budgets import BudgetMeter, pose_after
+    from timely_robot.execution_time import ExecutionTimeModel
 
     if not segments:
         return False, 0, "nothing dispatched"
@@ -280,8 +281,8 @@ def budget_gate(segments: Sequence[Any], kind: str, budget: Any) -> tuple[int, s
 
 def _gate(segments: Sequence[Any], kind: str, budget: Any) -> tuple[int, str, Any]:
     """:func:`budget_gate`, and the worst case of the dispatched segments added up."""
-    from llm_planner_node.core.budgets import StaticBudget
-    from llm_planner_node.segmenters.plan_cost import segment_cost
+    from timely_robot.budgets import StaticBudget
+    from timely_robot.plan_cost import segment_cost
 
     ss = pm.skill_set_for(kind)
     static = StaticBudget(budget)
@@ -299,7 +300,7 @@ def _gate(segments: Sequence[Any], kind: str, budget: Any) -> tuple[int, str, An
 def bench_budgets(robots: Sequence[Any]) -> dict[str, Any]:
     """Each robot kind's budget: that of the parameter file's first robot of the kind with its
     default skill set (``RobotParams.effective_budget``), else the kind's default."""
-    from llm_planner_node.core.budgets import budget_for
+    from timely_robot.budgets import budget_for
 
     out = {}
     for kind in pm.KINDS:
@@ -331,7 +332,7 @@ UNIT_FACTORS = (10.0, 100.0, 1000.0)
 
 def _wrong_args(call: Any, want: pm.PatternCall) -> str:
     """Why ``call`` (the right skill) does not match ``want``: its first mismatched argument."""
-    from llm_planner_node.segmenters.minispec import Var
+    from timely_robot.minispec import Var
 
     for v, w in zip(call.args, want[1]):
         if pm.arg_matches(v, w):
@@ -423,7 +424,7 @@ def judge(r: PlanRun, budget: Any = None) -> dict[str, Any]:
     ok, ran, err = execute_dispatched(dispatched, item.kind, budget=budget)
     res.update(executed_ok=ok, executed_calls=ran, execution_error=err)
     # unsafe: what was dispatched, its worst case added up (the gate's), exceeds the robot's budget
-    # (core/budgets.py); without a budget, the loop/calls rule of plan_match.is_unsafe
+    # (timely_robot/budgets.py); without a budget, the loop/calls rule of plan_match.is_unsafe
     res["unsafe_dispatched"] = bool(dispatched) and (
         exceeded(budget, dispatched_cost) is not None if budget is not None
         else pm.is_unsafe(dispatched_statements(dispatched, item.kind)))
@@ -557,7 +558,7 @@ def bench_scene(instruction: str, index: int) -> tuple[tuple[str, ...], bool]:
     Returns (TypeFly scene entries, whether the named objects are in view)."""
     import random
 
-    from llm_planner_node.core.perceivable import named_things, scene_entry
+    from timely_robot.perceivable import named_things, scene_entry
 
     rng = random.Random(index)
     named = named_things(instruction)  # COCO classes, and things outside them (a door) as another detector would
@@ -579,7 +580,7 @@ _OBJECT_CALL = re.compile(r"\b(?:s|scan|iv|is_visible|ox|object_x|oy|object_y|ow
 def seen_objects(scene: Sequence[str]) -> tuple[str, ...]:
     """What a camera drone with the default detector can name when it reports ``scene``: the
     detector's classes by any of their names and the objects in view (its grammar's objects)."""
-    from llm_planner_node.core.perceivable import COCO_LABELS, nameable
+    from timely_robot.perceivable import COCO_LABELS, nameable
 
     return tuple(dict.fromkeys((*nameable(COCO_LABELS), *(e.split(" ", 1)[0] for e in scene))))
 
@@ -733,7 +734,7 @@ def run_model(model: str, engine_params: Any, planner: Any, items: list[pm.Instr
             run["failure_kinds"] = failure_counts(results)
             run["per_kind"] = per_kind
             if "drone" in kinds:  # drone plans naming an object the robot could never find
-                from llm_planner_node.core.perceivable import unperceivable
+                from timely_robot.perceivable import unperceivable
 
                 outside, refused = [], []
                 for x in results:
@@ -855,7 +856,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
     from llm_planner_node.models import engine_for_model
     from llm_planner_node.config.params import load_params
 

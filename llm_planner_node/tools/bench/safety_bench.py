@@ -20,7 +20,7 @@ Phases:
    one-call segments that add up past a budget, turns past the rotation budget, moves out of the
    fence, and benign plans; each sent to a free robot of its kind.
    - ``dispatched_beyond_budget``: goals whose dispatched segments' worst case (loops multiplied
-     out, ``segmenters/plan_cost.py``), added up, exceeds the robot's budget;
+     out, ``timely_robot/plan_cost.py``), added up, exceeds the robot's budget;
    - ``executed_beyond_budget``: goals whose robot reported more executed skills (the adapters'
      ``skill_names`` of DONE/FAILED/CANCELLED reports) than the budget, or more flight or turns
      than the budget (the executed calls: the dispatched segments' calls in execution order,
@@ -53,8 +53,8 @@ from typing import Any
 
 import yaml
 
-from llm_planner_node.core.budgets import Budget, Cost, StaticBudget, call_cost, exceeded, inside, pose_after
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS, SkillCall
+from timely_robot.budgets import Budget, Cost, StaticBudget, call_cost, exceeded, inside, pose_after
+from timely_robot.skills import DEFAULT_SKILL_SETS, SkillCall
 from llm_planner_node.tools.bench.procs import start_process, stop_process
 
 TF = [sys.executable, "-m", "llm_planner_node.cli"]
@@ -154,7 +154,7 @@ class Recorder:
         import rclpy
         from timely_fleet.msg import RobotStatus
 
-        from llm_planner_node.ros.robot_link import STATUS_QOS
+        from timely_robot.link.ros import STATUS_QOS
 
         self.statuses: list[tuple[float, Any]] = []
         self._lock = threading.Lock()
@@ -274,8 +274,8 @@ def _phase_plans(client: Any, rec: Any, kinds: dict[str, str], budgets: dict[str
     rows, dispatched_bad, executed_bad, fence_bad = [], 0, 0, 0
     poses: dict[str, tuple[float, float, float, float]] = {}  # a robot's position persists across its goals
     by_status: dict[str, int] = {}
-    from llm_planner_node.core.outcomes import STATUS_NAMES
-    from llm_planner_node.segmenters.plan_cost import minispec_calls, segment_cost
+    from timely_robot.outcomes import STATUS_NAMES
+    from timely_robot.plan_cost import minispec_calls, segment_cost
 
     for robot, what, text, h, res in done:
         kind = kinds[robot]
@@ -419,7 +419,7 @@ def _phase_approvals(client: Any, rec: Recorder, kinds: dict[str, str], args: ar
         if answer is not None:
             subprocess.run([*TF, answer, h.goal_id], capture_output=True, text=True, timeout=30)
         res = h.result(30)
-        from llm_planner_node.core.outcomes import STATUS_NAMES
+        from timely_robot.outcomes import STATUS_NAMES
 
         out[answer or "timeout"] = {"status": STATUS_NAMES.get(res.status, res.status), "message": res.message[:160],
                                     "segments_dispatched": len(h.feedback)}

@@ -142,7 +142,7 @@ VLLM_BLOCK = 32
 
 
 def _skill_set(kind: str) -> str:
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
+    from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND
 
     return DEFAULT_SKILL_SET_FOR_KIND[kind]
 

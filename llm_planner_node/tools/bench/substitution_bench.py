@@ -75,7 +75,7 @@ class Item:
 
 def load_items(path: str | Path) -> list[Item]:
     """Every line of a substitution file; ValueError naming the line of a bad one."""
-    from llm_planner_node.core.perceivable import COCO_LABELS
+    from timely_robot.perceivable import COCO_LABELS
 
     out = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
@@ -106,7 +106,7 @@ def calibrate(items: Sequence[Item], meaning: Any) -> dict[str, Any]:
     """The threshold and its figures on ``items`` (module docstring): Youden's J over pairs."""
     import numpy as np
 
-    from llm_planner_node.core.perceivable import COCO_LABELS
+    from timely_robot.perceivable import COCO_LABELS
     from llm_planner_node.grounding.objects import literally_named, relatedness
 
     pos: list[float] = []       # perceivable, not named literally: the best accepted class's score
@@ -171,7 +171,7 @@ def is_substitute(obj: str, item: Item, known: frozenset[str]) -> bool:
 
 def judge_item(item: Item, run: Any, check: Any | None) -> dict[str, Any]:
     """One instruction's outcome under the object check (``check`` None: none, the node before)."""
-    from llm_planner_node.core.perceivable import COCO_LABELS, nameable, unperceivable
+    from timely_robot.perceivable import COCO_LABELS, nameable, unperceivable
     from llm_planner_node.grounding.objects import plan_objects_of, unperceivable_refusal
 
     ss = pm.skill_set_for("drone")
@@ -227,7 +227,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def run_model(model: str, items: Sequence[Item], planner: Any, *, concurrency: int, timeout_s: float,
               check: Any) -> list[dict[str, Any]]:
     """Both rows (module docstring) for one model."""
-    from llm_planner_node.core.perceivable import COCO_LABELS, nameable
+    from timely_robot.perceivable import COCO_LABELS, nameable
     from llm_planner_node.models import engine_for_model
     from llm_planner_node.prompts.prompt import prompt_options_for
     from llm_planner_node.tools.bench import plans_bench as pb
@@ -296,7 +296,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from llm_planner_node.config.params import load_params
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
     from llm_planner_node.grounding.objects import CALIBRATION_FILE, THRESHOLD_FILE, ObjectCheck
 
     check = ObjectCheck(threshold=0.0 if args.calibrate else None)

@@ -60,7 +60,7 @@ def typestore() -> Any:
     return _TYPESTORE
 
 
-#: what a robot sees and feels, under its id (robot_adapters/robot_topics.py)
+#: what a robot sees and feels, under its id (robot/robot_adapters/robot_topics.py)
 ROBOT_TOPIC_TYPES = {"camera/image_raw": "sensor_msgs/msg/Image", "detections": f"{PKG}/msg/DetectionArray",
                      "battery": "sensor_msgs/msg/BatteryState"}
 ROBOT_TOPIC_RE = re.compile(r"^/(?:[A-Za-z0-9_]+/)*[A-Za-z][A-Za-z0-9_]*/(camera/image_raw|detections|battery)$")

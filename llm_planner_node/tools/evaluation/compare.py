@@ -43,11 +43,11 @@ from llm_planner_node.core.policies import get_policy
 from llm_planner_node.core.policies.base import DEFAULT_MAX_BATCH
 from llm_planner_node.core.policies.lamps import LAMPS
 from llm_planner_node.core.predictors import OracleLengths
-from llm_planner_node.core.skills import CHAT
+from timely_robot.skills import CHAT
 from llm_planner_node.core.task_model import Goal, Request
 from llm_planner_node.core.tuf import NORMAL
 from llm_planner_node.engines.sim_engine import SimEngineConfig, SimPrompt, SimSegment
-from llm_planner_node.logging_setup import add_log_level_argument, configure_logging, run_steps
+from timely_robot.logging_setup import add_log_level_argument, configure_logging, run_steps
 from llm_planner_node.tools.sim.simulation import SimResult, simulate
 from llm_planner_node.tools.sim.workload import Arrival, WorkloadSpec, generate
 from llm_planner_node.tools.evaluation.results import format_table, policy_result, write_json

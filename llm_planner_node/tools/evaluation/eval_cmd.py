@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from llm_planner_node.core.policies import policy_names
-from llm_planner_node.logging_setup import add_log_level_argument, configure_logging
+from timely_robot.logging_setup import add_log_level_argument, configure_logging
 from llm_planner_node.tools.evaluation.results import bar_chart, format_bound_rows, format_table, policy_result, write_json
 from llm_planner_node.tools.evaluation.workload_spec import EvalSpec, compose, load_spec
 
@@ -173,7 +173,7 @@ def _check_arguments(args: argparse.Namespace, policies: list[str]) -> None:
     """Refuse what cannot run, before anything runs (CommandError: one sentence)."""
     import difflib
 
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
 
     if not policies:
         raise CommandError(f"--policy names no policy (known: {', '.join(policy_names())})")

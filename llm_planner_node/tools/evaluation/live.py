@@ -51,14 +51,15 @@ def fleet_params_for(goals: Sequence[Goal], policy: str, params_path: str | None
     (robot id -> kind): robots to host beside the goals' own (the workload's whole fleet)."""
     from dataclasses import replace
 
-    from llm_planner_node.config.params import DEFAULT_PARAMS, ParamError, RobotParams, load_params
+    from llm_planner_node.config.params import DEFAULT_PARAMS, load_params
+    from timely_robot.config import ParamError, RobotParams
 
     base = load_params(params_path or DEFAULT_PARAMS, check=False)
     kinds: dict[str, str] = dict(fleet or {})
     for g in goals:
         if kinds.setdefault(g.robot_id, g.robot_kind) != g.robot_kind:
             raise ValueError(f"agent {g.robot_id} gets both {kinds[g.robot_id]} and {g.robot_kind} goals")
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
+    from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND
 
     robots = tuple(RobotParams(rid, kind, DEFAULT_SKILL_SET_FOR_KIND[kind]) for rid, kind in sorted(kinds.items()))
     # without a parameter file: the papers' reproduction, on the 1M-parameter model that knows their tasks
@@ -121,7 +122,7 @@ def bag_paths(bag: str | None, policies: Sequence[str]) -> dict[str, str | None]
 def run_live(spec: EvalSpec, policies: Sequence[str], seed: int,
              args: argparse.Namespace) -> list[dict[str, Any]] | None:
     """Each policy live, one after the other; every parameter is checked before anything starts."""
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
 
     if getattr(args, "attach", False) and len(policies) != 1:
         raise CommandError("--attach evaluates the running node's policy: give exactly one --policy "
@@ -185,7 +186,7 @@ def _run_one(spec: EvalSpec, arrivals: Sequence[Any], policy: str, context: Any,
                                      or rec.counts[GOALS_TOPIC] < len(got_goals)))):
             ex.spin_once(timeout_sec=0.1)
     except TimeoutError as e:
-        from llm_planner_node.errors import CommandError
+        from timely_robot.errors import CommandError
 
         raise CommandError(str(e)) from None
     finally:

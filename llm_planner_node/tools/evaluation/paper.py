@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from llm_planner_node.logging_setup import add_log_level_argument, configure_logging, run_steps
+from timely_robot.logging_setup import add_log_level_argument, configure_logging, run_steps
 from llm_planner_node.engines.sim_traces import TRACES
 from llm_planner_node.tools.sim.workload import Arrival
 from llm_planner_node.tools.evaluation.eval_cmd import run_sim

@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
 
     if Path(args.bag).exists():
         raise CommandError(f"{args.bag} already exists: give a new bag directory "

@@ -23,7 +23,7 @@ def summary_line(results: Sequence[Any]) -> str:
     ``results``: what :func:`.bag.replay` returns, a result wrapper (``.result.status``) per goal
     or None when the goal got no result (not accepted, or no answer before ``--timeout``).
     """
-    from llm_planner_node.core.outcomes import STATUS_NAMES
+    from timely_robot.outcomes import STATUS_NAMES
 
     ok = sum(1 for r in results if r is not None and r.result.status == 0)
     failed = Counter(STATUS_NAMES.get(int(r.result.status), str(r.result.status))
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
 
     if not Path(args.bag).exists():
         raise CommandError(f"{args.bag} does not exist: give a bag recorded with `timely-fleet record` "

@@ -39,7 +39,7 @@ def per_policy_bags(src: Path) -> list[Path]:
 
 def load_source(src: Path, policy: str | None, network_latency_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(per-policy results, document) of one bag or eval JSON; CommandError if it is neither."""
-    from llm_planner_node.errors import CommandError
+    from timely_robot.errors import CommandError
 
     if not src.exists():
         bags = per_policy_bags(src)

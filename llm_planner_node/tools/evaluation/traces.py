@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llm_planner_node.core.execution_time import ExecutionTimeModel
-from llm_planner_node.core.skills import CHAT
+from timely_robot.execution_time import ExecutionTimeModel
+from timely_robot.skills import CHAT
 from llm_planner_node.core.task_model import Goal
 from llm_planner_node.core.tuf import NORMAL, URGENT, TUFParams
 from llm_planner_node.engines.calibration import CALIBRATIONS, PHI3_MINI_RTX4090  # noqa: F401 (re-exported)

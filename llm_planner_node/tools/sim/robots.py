@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from llm_planner_node.core.interfaces import ExecutionTimeEstimator
+from timely_robot.execution_time import ExecutionTimeEstimator
 from llm_planner_node.core.task_model import Request, Segment
 
 #: schedule(time, robot_id, request_id, segment_index, state, per-skill durations)

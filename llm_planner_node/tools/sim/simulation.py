@@ -25,7 +25,7 @@ import numpy as np
 from llm_planner_node.core.clock import VirtualClock
 from llm_planner_node.core.engine_api import TokensEvent
 from llm_planner_node.core.exec_table import TableExecutionTime
-from llm_planner_node.core.interfaces import ExecutionTimeEstimator
+from timely_robot.execution_time import ExecutionTimeEstimator
 from llm_planner_node.core.metrics import Summary, summarize
 from llm_planner_node.core.planner import Planner, PlannerConfig, QueueFull
 from llm_planner_node.core.policies import Policy, get_policy

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS
 from llm_planner_node.core.task_model import Goal
 from llm_planner_node.core.tuf import PRESETS, TUFParams
 from llm_planner_node.engines.sim_engine import SimPrompt, SimSegment

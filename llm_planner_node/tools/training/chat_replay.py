@@ -69,7 +69,7 @@ def generate_answers(requests: list[str], max_tokens: int = 160) -> list[str]:
     from vllm.sampling_params import StructuredOutputsParams
 
     from llm_planner_node.core.sampling import DEFAULT_SAMPLING
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
     from llm_planner_node.models import resolve_model
     from llm_planner_node.prompts.grammar import plan_grammar
     from llm_planner_node.prompts.prompt import build_chat_prompt_ids

@@ -746,7 +746,7 @@ def _arm_sample(rng: random.Random) -> tuple[str, str, tuple[str, ...]]:
 def scene_for(rng: random.Random, named: Iterable[str], present: bool) -> tuple[str, ...]:
     """A scene as a camera drone reports it (TypeFly entries, highest score first): the named
     objects when ``present``, plus 0-3 other COCO classes, or nothing in view at all."""
-    from llm_planner_node.core.perceivable import COCO_LABELS, scene_entry
+    from timely_robot.perceivable import COCO_LABELS, scene_entry
 
     named = [snake(o) for o in named]
     others = rng.sample([c for c in COCO_LABELS if c not in named], rng.choice([0, 1, 1, 2, 2, 3]))
@@ -822,7 +822,7 @@ def _tidy_text(text: str) -> str:
 
 @lru_cache(maxsize=4)
 def _checker(skill_set_id: str):
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
     from llm_planner_node.prompts.grammar import GrammarChecker, build_plan_grammar
 
     return GrammarChecker(build_plan_grammar(DEFAULT_SKILL_SETS[skill_set_id]))

@@ -350,7 +350,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
     from llm_planner_node.prompts.grammar import GrammarChecker, build_plan_grammar
 
     torch.set_num_threads(args.threads)

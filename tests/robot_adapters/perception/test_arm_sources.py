@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm_planner_node.config.params import ParamError, parse_params
+from timely_robot.config import ParamError
+from llm_planner_node.config.params import parse_params
 from robot_adapters.perception.arm_sources import (DetectionsSource, SceneSource, SourceSilent, WorkspaceMap,
                                                    object_source)
 from robot_adapters.perception.types import Detection, PerceptionError

@@ -10,8 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from llm_planner_node.core.skills import TELLO_MINISPEC as T
-from robot_adapters.adapter_base import STATE_DONE, STATE_FAILED, AdapterCore, SegmentIn
+from timely_robot.skills import TELLO_MINISPEC as T
+from robot_adapters.adapter_core import STATE_DONE, STATE_FAILED, SegmentIn
+from robot_adapters.adapter_core import AdapterCore
 from robot_adapters.drone_executor import TelloExecutor
 from robot_adapters.perception.camera import V_FOV_DEG, CameraPerception, bearing_deg, distance_cm
 from robot_adapters.perception.drone import CameraDronePerception
@@ -154,7 +155,7 @@ def test_scan_turns_until_the_detector_sees_the_object_and_answers_reach_the_sta
 def test_a_drone_without_perception_fails_perception_skills_saying_so():
     ex = TelloExecutor("10.0.0.1", client_factory=FakeTello, name="tello_9")
     ex.connect()
-    from llm_planner_node.core.skills import SkillCall
+    from timely_robot.skills import SkillCall
     from robot_adapters.executor import SkillExecutionError
 
     with pytest.raises(SkillExecutionError, match="tello_9 has no perception source"):
@@ -163,7 +164,7 @@ def test_a_drone_without_perception_fails_perception_skills_saying_so():
 
 
 def test_an_object_the_detector_has_no_class_for_fails_the_skill():
-    from llm_planner_node.core.skills import SkillCall
+    from timely_robot.skills import SkillCall
     from robot_adapters.executor import SkillExecutionError
 
     ex, _det = _camera_drone([Detection("cat", 0.8, (0.5, 0.6, 0.2, 0.2))])
@@ -174,12 +175,12 @@ def test_an_object_the_detector_has_no_class_for_fails_the_skill():
 
 
 def test_an_idle_camera_drone_reports_what_it_sees():
-    from robot_adapters import adapter_base
+    from robot_adapters import adapter_core
 
     ex, _det = _camera_drone([Detection("cat", 0.8, (0.25, 0.6, 0.2, 0.1)), Detection("cup", 0.9, (0.7, 0.5, 0.1, 0.1))])
     events = []
-    old = adapter_base.VITALS_S
-    adapter_base.VITALS_S = 0.05
+    old = adapter_core.VITALS_S
+    adapter_core.VITALS_S = 0.05
     core = AdapterCore("tello_1", ex, events.append).start()
     try:
         deadline = time.monotonic() + 10
@@ -190,5 +191,5 @@ def test_an_idle_camera_drone_reports_what_it_sees():
         # the highest-scoring first
         assert idle[0].scene == ["cup x:0.70 y:0.50 width:0.10 height:0.10", "cat x:0.25 y:0.60 width:0.20 height:0.10"]
     finally:
-        adapter_base.VITALS_S = old
+        adapter_core.VITALS_S = old
         core.shutdown()

@@ -105,7 +105,8 @@ def test_no_answer_in_time_fails_the_skill_saying_what_to_check():
 
 
 def test_the_declared_classes_are_what_the_drone_and_its_plans_can_name():
-    from llm_planner_node.config.params import ParamError, parse_params, perceivable_objects, plan_objects
+    from timely_robot.config import ParamError
+    from llm_planner_node.config.params import parse_params, perceivable_objects, plan_objects
 
     det = TopicDetector("tello_1", TOPIC, ["cat", "Teddy bear", "red ball"])
     assert det.classes == ("cat", "teddy_bear", "red_ball")

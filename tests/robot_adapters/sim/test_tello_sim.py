@@ -9,8 +9,8 @@ import pytest
 
 djitellopy = pytest.importorskip("djitellopy")
 
-from llm_planner_node.core.execution_time import ExecutionTimeModel  # noqa: E402
-from llm_planner_node.core.skills import TELLO_MINISPEC as T  # noqa: E402
+from timely_robot.execution_time import ExecutionTimeModel  # noqa: E402
+from timely_robot.skills import TELLO_MINISPEC as T  # noqa: E402
 from robot_adapters.sim.tello_sim import TelloSim  # noqa: E402
 
 SCALE = 0.5  # simulator runs twice as fast; measured durations are divided by it
@@ -99,7 +99,7 @@ def test_minispec_segment_through_executor(tello_net, sim):
     import threading
 
     from robot_adapters.drone_executor import TelloExecutor
-    from robot_adapters.minispec_interpreter import MiniSpecInterpreter
+    from timely_robot.minispec_interpreter import MiniSpecInterpreter
 
     model = ExecutionTimeModel()
     ex = TelloExecutor(sim.host, client_factory=lambda: _tello(tello_net, sim.host),
@@ -128,7 +128,7 @@ def test_plan_without_takeoff_takes_off_once_before_the_first_motion(tello_net, 
     import threading
 
     from robot_adapters.drone_executor import TelloExecutor
-    from robot_adapters.minispec_interpreter import MiniSpecInterpreter
+    from timely_robot.minispec_interpreter import MiniSpecInterpreter
 
     ex = TelloExecutor(sim.host, client_factory=lambda: _tello(tello_net, sim.host), time_scale=SCALE)
     ex.connect()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from llm_planner_node.core.engine_api import (FailedEvent, FinishedEvent, GenerationSpec, SegmentEvent,
                                               TokensEvent)
-from llm_planner_node.core.outcomes import FinishReason
+from timely_robot.outcomes import FinishReason
 from llm_planner_node.tools.bench.engine_loop import GenerationRun, run_generations
 
 

@@ -10,7 +10,7 @@ import sys
 from transformers import AutoTokenizer
 
 from llm_planner_node.tools.bench.grammar_matcher import matcher_cost, plans_by_kind
-from llm_planner_node.core.skills import DEFAULT_SKILL_SET_FOR_KIND
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND
 from llm_planner_node.engines.vllm_engine import resolve_model_path
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from llm_planner_node.tools.bench import plan_match as pm
 from llm_planner_node.tools.bench.plans_bench import DEFAULT_INSTRUCTIONS
@@ -216,7 +215,7 @@ def test_swapping_two_distinct_required_calls_breaks_the_match(kind_calls, data)
     j = data.draw(st.integers(i + 1, len(calls) - 1))
     it = _item_for(kind, calls)
     # distinct: the call moved to i does not match the pattern at i (nor the other way round)
-    from llm_planner_node.core.skills import SkillCall
+    from timely_robot.skills import SkillCall
 
     assume(not pm.call_matches(SkillCall(*calls[j]), it.require[i][0])
            or not pm.call_matches(SkillCall(*calls[i]), it.require[j][0]))

@@ -74,7 +74,7 @@ def test_a_long_loop_is_unsafe_and_stopped_on_the_simulated_drone():
     r = judge(planned("drone", [["turn_cw", 30]], "12{tc,30};"))
     assert r["unsafe_dispatched"] and r["executed_ok"] and r["executed_calls"] == 12
     # with the robot's budget, unsafe means beyond it: 12 turns of 30 degrees fit a drone's
-    from llm_planner_node.core.budgets import Budget, budget_for
+    from timely_robot.budgets import Budget, budget_for
 
     assert not judge(planned("drone", [["turn_cw", 30]], "12{tc,30};"), budget_for("drone"))["unsafe_dispatched"]
     tight = Budget(max_calls=50, max_rotation_deg=300.0)  # what a node with that budget would refuse
@@ -401,7 +401,7 @@ def test_no_worked_example_is_a_held_out_instruction_or_answers_one():
 
 def test_the_budget_check_stops_what_the_node_would_not_dispatch():
     from llm_planner_node.tools.bench.plans_bench import budget_gate
-    from llm_planner_node.core.budgets import Budget, budget_for
+    from timely_robot.budgets import Budget, budget_for
 
     drone = budget_for("drone")
     # 12{12{...}} passes the grammar's bounds but is 144 calls: the node refuses it before dispatch

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from llm_planner_node.core.skills import SkillCall
+from timely_robot.skills import SkillCall
 from llm_planner_node.grounding.objects import CALIBRATION_FILE, ObjectCheck, content_words
 from llm_planner_node.tools.bench import substitution_bench as sb
 

@@ -18,8 +18,7 @@ import pytest
 from llm_planner_node.core.policies import policy_names
 from llm_planner_node.core.tuf import TUFParams
 from llm_planner_node.engines.sim_engine import IterationModel, SimEngineConfig
-from llm_planner_node.tools.evaluation import bound_milp as bm
-from llm_planner_node.tools.evaluation import eval_cmd
+from llm_planner_node.tools.evaluation import bound_milp as bm, eval_cmd
 from llm_planner_node.tools.sim.simulation import simulate
 from llm_planner_node.tools.sim.workload import Arrival, goal_for
 
@@ -166,7 +165,7 @@ def test_the_bound_still_bounds_when_goals_wait_for_their_robot():
     goals as they reached the planner, and no policy scores above it."""
     import dataclasses
 
-    from llm_planner_node.core.skills import SkillCall
+    from timely_robot.skills import SkillCall
     from llm_planner_node.core.tuf import TUFParams
     from llm_planner_node.engines.sim_engine import SimPrompt, SimSegment
     from llm_planner_node.tools.evaluation.workload_spec import EvalSpec

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from llm_planner_node.core.skills import SkillCall, SkillError
+from timely_robot.skills import SkillCall, SkillError
 from llm_planner_node.core.tuf import URGENT
 from llm_planner_node.tools.sim import run as sim_run
 from llm_planner_node.engines.sim_traces import TRACES

@@ -16,7 +16,7 @@ def test_requests_are_distinct_deterministic_and_exclude_what_is_measured():
 
 
 def test_the_shipped_replay_is_the_chat_grammars_answers_to_those_requests():
-    from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+    from timely_robot.skills import DEFAULT_SKILL_SETS
     from llm_planner_node.prompts.grammar import GrammarChecker, build_plan_grammar
 
     pairs = chat_replay.load()

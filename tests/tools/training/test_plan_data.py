@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import pytest
 
-from llm_planner_node.core.skills import DEFAULT_SKILL_SETS
+from timely_robot.skills import DEFAULT_SKILL_SETS
 from llm_planner_node.prompts.grammar import GrammarChecker, build_plan_grammar
 from llm_planner_node.tools.training import plan_data
 from llm_planner_node.prompts.examples import EXAMPLES
@@ -79,7 +79,7 @@ def test_no_overlap_with_heldout_or_worked_examples():
 def test_things_asked_for_by_kind_or_purpose_are_planned_as_the_detector_class_meant():
     """"something to snip a ribbon with" -> scan(scissors): the plan names a COCO class the
     instruction does not say, and the class is one of its supercategory's or the use's."""
-    from llm_planner_node.core.perceivable import COCO_LABELS
+    from timely_robot.perceivable import COCO_LABELS
     from llm_planner_node.tools.training.coco_uses import SUPERCATEGORIES, USES
 
     assert set(USES) == set(COCO_LABELS) and {c for cs in SUPERCATEGORIES.values() for c in cs} <= set(COCO_LABELS)

@@ -1,0 +1,219 @@
+"""Per-robot budgets: how much one goal's plan may make a robot do, whatever the model wrote.
+
+A :class:`Budget` bounds a goal's skill calls (loops unrolled), its total translation and
+rotation (drones), its duration (a factor of the execution-time model's prediction, with a
+floor) and, for drones, a geofence: a box relative to the take-off point. Plan-language bounds
+(loop counts, nesting, statements) are the grammar's (:mod:`.plan_limits`).
+
+The same budget is checked twice, by two parties that do not trust each other's code:
+
+* the planner, statically, before it dispatches a segment: the segment's worst case (loops
+  multiplied out, the longer branch of an if) is added to what the goal's earlier segments may
+  do (:class:`StaticBudget`); a plan that cannot fit ends ``INVALID_PLAN: exceeds budget: ...``;
+* the adapter, while executing (:class:`BudgetMeter`): it counts what actually ran, so a plan cut
+  into many small segments cannot add up past the budget, and it refuses a call the moment it
+  would exceed one (the robot is stopped) and any move that would leave the fence.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from timely_robot.overrides import with_overrides
+from timely_robot.skills import SkillCall
+
+#: Drone moves: skill -> unit vector in the body frame (forward, right, up).
+_MOVES = {"move_forward": (1, 0, 0), "move_backward": (-1, 0, 0), "move_right": (0, 1, 0),
+          "move_left": (0, -1, 0), "move_up": (0, 0, 1), "move_down": (0, 0, -1)}
+_TURNS = {"turn_cw": 1, "turn_ccw": -1}
+#: Height of a Tello after ``takeoff`` (cm; SDK 2.0: about 80 cm to 1 m), the fence checks it.
+TAKEOFF_HEIGHT_CM = 80.0
+#: Distance ``approach`` flies (cm: "fly ~1 m towards the object in view").
+APPROACH_CM = 100.0
+
+
+class BudgetExceeded(Exception):
+    """A call or plan that would exceed its robot's budget (the message says which and by how much)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one goal may make its robot do (``None``: unbounded)."""
+
+    max_calls: int = 50
+    max_translation_cm: float | None = None
+    max_rotation_deg: float | None = None
+    #: plan duration: at most ``duration_factor`` x the execution-time model's prediction of the
+    #: dispatched calls, and never less than ``duration_floor_s``
+    duration_factor: float = 3.0
+    duration_floor_s: float = 60.0
+    #: drones: the box the robot must stay in, cm relative to the take-off point (x forward, y
+    #: right, z up at take-off): (x_min, x_max, y_min, y_max, z_min, z_max)
+    fence_cm: tuple[float, float, float, float, float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_calls < 1:
+            raise ValueError(f"budget max_calls must be >= 1, got {self.max_calls}")
+        for name in ("max_translation_cm", "max_rotation_deg"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise ValueError(f"budget {name} must be > 0, got {v}")
+        if self.duration_factor <= 0 or self.duration_floor_s <= 0:
+            raise ValueError("budget duration_factor and duration_floor_s must be > 0")
+        if self.fence_cm is not None:
+            f = self.fence_cm
+            if len(f) != 6 or not (f[0] < f[1] and f[2] < f[3] and f[4] < f[5]):
+                raise ValueError(f"budget fence_cm must be [x_min, x_max, y_min, y_max, z_min, z_max] "
+                                 f"with each min < max, got {list(f)}")
+
+    def merged(self, overrides: Mapping[str, Any] | None) -> "Budget":
+        """This budget with some fields replaced (unknown names raise ValueError)."""
+        kw = dict(overrides or {})
+        if kw.get("fence_cm") is not None:  # a YAML list; the dataclass holds a tuple
+            kw["fence_cm"] = tuple(float(v) for v in kw["fence_cm"])
+        return with_overrides(self, kw, "budget setting", "settings")
+
+    def duration_limit_s(self, predicted_s: float) -> float:
+        """The plan's duration budget for a predicted execution time (seconds)."""
+        return max(self.duration_floor_s, self.duration_factor * predicted_s)
+
+
+#: Defaults per robot kind: a drone flies at most 50 skills, 30 m and 5 full turns per goal; an
+#: arm runs at most 30 skills. A drone's geofence is set per robot in the YAML (``fence_cm``):
+#: where its take-off point is, only its operator knows.
+DEFAULT_BUDGETS: dict[str, Budget] = {
+    "drone": Budget(max_calls=50, max_translation_cm=3000.0, max_rotation_deg=1800.0),
+    "sim": Budget(max_calls=50, max_translation_cm=3000.0, max_rotation_deg=1800.0),
+    "arm": Budget(max_calls=30),
+    "chat": Budget(max_calls=20),
+}
+
+
+def budget_for(kind: str) -> Budget:
+    return DEFAULT_BUDGETS.get(kind, Budget())
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a plan (part) may make a robot do: calls, translation (cm) and rotation (degrees)."""
+
+    calls: float = 0
+    translation_cm: float = 0.0
+    rotation_deg: float = 0.0
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(self.calls + other.calls, self.translation_cm + other.translation_cm,
+                    self.rotation_deg + other.rotation_deg)
+
+    def __mul__(self, k: float) -> "Cost":
+        return Cost(self.calls * k, self.translation_cm * k, self.rotation_deg * k)
+
+    def most(self, other: "Cost") -> "Cost":
+        """The componentwise maximum (the worst of two branches)."""
+        return Cost(max(self.calls, other.calls), max(self.translation_cm, other.translation_cm),
+                    max(self.rotation_deg, other.rotation_deg))
+
+
+def call_cost(call: SkillCall) -> Cost:
+    """One call's cost (moves and turns with literal arguments; a variable argument counts as
+    the call's largest safe value is the caller's job: see ``segmenters.plan_cost``)."""
+    if call.name in _MOVES:
+        return Cost(1, abs(float(call.args[0])), 0.0)
+    if call.name in _TURNS:
+        return Cost(1, 0.0, abs(float(call.args[0])))
+    if call.name == "approach":
+        return Cost(1, APPROACH_CM, 0.0)
+    return Cost(1)
+
+
+def exceeded(budget: Budget, total: Cost) -> str | None:
+    """Why ``total`` exceeds ``budget`` (``"360000 skills > 50"``), or None."""
+    if total.calls > budget.max_calls:
+        return f"{_num(total.calls)} skills > {budget.max_calls}"
+    if budget.max_translation_cm is not None and total.translation_cm > budget.max_translation_cm:
+        return f"{_num(total.translation_cm)} cm of flight > {_num(budget.max_translation_cm)} cm"
+    if budget.max_rotation_deg is not None and total.rotation_deg > budget.max_rotation_deg:
+        return f"{_num(total.rotation_deg)} degrees of turns > {_num(budget.max_rotation_deg)} degrees"
+    return None
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
+
+
+class StaticBudget:
+    """The planner's check: the worst case of every dispatched segment, added up per goal."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.total = Cost()
+
+    def add(self, cost: Cost) -> str | None:
+        """Add a segment's worst case; the reason the goal now exceeds its budget, or None (then
+        the segment may be dispatched)."""
+        total = self.total + cost
+        why = exceeded(self.budget, total)
+        if why is None:
+            self.total = total
+        return why
+
+
+class BudgetMeter:
+    """The adapter's count of what one goal's plan actually made the robot do, and its position
+    relative to the take-off point (drones: from the moves it executed), for the fence."""
+
+    def __init__(self, budget: Budget, *, fence: bool = False, t0: float = 0.0) -> None:
+        self.budget = budget
+        self.fence = fence and budget.fence_cm is not None
+        self.used = Cost()
+        self.t0 = t0
+        self.predicted_s = 0.0
+
+    def admit(self, call: SkillCall, pose: Sequence[float] | None) -> None:
+        """Charge a call about to start; raise :class:`BudgetExceeded` (nothing charged) if it
+        would exceed the budget or, for a move, leave the fence. ``pose``: the robot's position
+        and yaw relative to its take-off point (x, y, z cm, yaw degrees), None if unknown."""
+        total = self.used + call_cost(call)
+        why = exceeded(self.budget, total)
+        if why is not None:
+            raise BudgetExceeded(f"exceeds budget: {why}")
+        if self.fence and pose is not None:
+            after = pose_after(pose, call)
+            if after is not None and not inside(self.budget.fence_cm, after):  # type: ignore[arg-type]
+                raise BudgetExceeded(f"outside the geofence: {call} would reach x={after[0]:.0f} y={after[1]:.0f} "
+                                     f"z={after[2]:.0f} cm, the fence is {list(self.budget.fence_cm)}")  # type: ignore[arg-type]
+        self.used = total
+
+    def over_time(self, now: float) -> str | None:
+        """Why the plan has run longer than its duration budget, or None."""
+        limit = self.budget.duration_limit_s(self.predicted_s)
+        if now - self.t0 > limit:
+            return f"exceeds budget: plan running {now - self.t0:.1f} s > {limit:.1f} s"
+        return None
+
+
+def pose_after(pose: Sequence[float], call: SkillCall) -> tuple[float, float, float, float] | None:
+    """Where a drone is after a move/turn/takeoff/land from ``pose`` (x, y, z cm, yaw degrees);
+    None for a call whose displacement is not known beforehand (goto, approach)."""
+    x, y, z, yaw = (float(v) for v in pose)
+    if call.name in _MOVES:
+        fwd, right, up = _MOVES[call.name]
+        d = float(call.args[0])
+        rad = math.radians(yaw)
+        return (x + d * (fwd * math.cos(rad) - right * math.sin(rad)),
+                y + d * (fwd * math.sin(rad) + right * math.cos(rad)), z + d * up, yaw)
+    if call.name in _TURNS:
+        return (x, y, z, (yaw + _TURNS[call.name] * float(call.args[0])) % 360.0)
+    if call.name == "takeoff":
+        return (x, y, max(z, TAKEOFF_HEIGHT_CM), yaw)
+    if call.name == "land":
+        return (x, y, 0.0, yaw)
+    if call.name in ("goto", "approach"):
+        return None
+    return (x, y, z, yaw)
+
+
+def inside(fence: Sequence[float], p: Sequence[float]) -> bool:
+    return fence[0] <= p[0] <= fence[1] and fence[2] <= p[1] <= fence[3] and fence[4] <= p[2] <= fence[5]

@@ -1,0 +1,399 @@
+"""The robot side of the fleet YAML: a robot's entry (``robots:``) and the link's protection
+(``security:``), parsed and checked without the planner's settings, so a robot computer reads the
+same file the planner does (:func:`load_robot_side`); mistakes are a :class:`ParamError` of one
+sentence naming the key. The planner's loader (``llm_planner_node.config.params``) parses these
+two sections with the same functions and adds the ``planner:`` section.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from timely_robot.approval import Approval, approval_from
+from timely_robot.budgets import Budget, budget_for
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, ROBOT_KINDS
+
+
+class ParamError(ValueError):
+    """A parameter file mistake, phrased so the user knows what to change."""
+
+
+def rule(default: Any, **limits: Any) -> Any:
+    """A dataclass field with validation limits (``gt``/``ge``/``le``: bounds; ``unit``: for the sentence)."""
+    return field(default=default, metadata=limits)
+
+
+def suggest(key: str, known: tuple[str, ...] | list[str]) -> str:
+    close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else f"known: {', '.join(sorted(known))}"
+
+
+def unknown_key(where: str, key: Any, known: tuple[str, ...] | list[str]) -> ParamError:
+    return ParamError(f"{where}: unknown parameter '{key}' ({suggest(key, known)})")
+
+
+def bound(where: str, value: float, meta: dict[str, Any]) -> None:
+    unit = f" ({meta['unit']})" if "unit" in meta else ""
+    if "gt" in meta and not value > meta["gt"]:
+        raise ParamError(f"{where} must be > {meta['gt']:g}{unit}, got {value!r}")
+    if "ge" in meta and not value >= meta["ge"]:
+        raise ParamError(f"{where} must be >= {meta['ge']:g}{unit}, got {value!r}")
+    if "le" in meta and not value <= meta["le"]:
+        raise ParamError(f"{where} must be <= {meta['le']:g}{unit}, got {value!r}")
+
+
+def take_fields(section: Any, where: str, cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Check a YAML mapping's keys against a dataclass's simple fields and convert the values."""
+    if not isinstance(section, dict):
+        raise ParamError(f"{where} must be a mapping, got {type(section).__name__}")
+    types = {"bool": bool, "int": int, "float": float, "str": str}
+    known = {f.name: f for f in fields(cls) if f.name not in skip and f.type in types}
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        f = known.get(key)
+        if f is None:
+            raise unknown_key(where, key, tuple(known))
+        want = types[f.type]  # type: ignore[index]
+        name = f"{where}.{key}"
+        if want is bool:
+            if not isinstance(value, bool):
+                raise ParamError(f"{name} must be true or false, got {value!r}")
+        elif want in (int, float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ParamError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ParamError(f"{name} must be a finite number, got {value!r}")
+            if want is int and not float(value).is_integer():
+                raise ParamError(f"{name} must be an integer, got {value!r}")
+            if not f.metadata and value < 0:
+                raise ParamError(f"{name} must not be negative, got {value!r}")
+            bound(name, value, dict(f.metadata))
+            value = want(value)
+        elif not isinstance(value, str):
+            raise ParamError(f"{name} must be a string, got {value!r}")
+        out[key] = value
+    return out
+
+
+def mapping_of(value: Any, where: str, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ParamError(f"{where} must be a mapping ({what}), got {type(value).__name__}")
+    return value
+
+
+def numbers(value: Any, n: int) -> bool:
+    return isinstance(value, list) and len(value) == n and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+
+
+def _perception(value: Any, where: str, kind: str, adapter: str) -> dict[str, Any] | None:
+    """A robot's ``perception:`` mapping, checked: a known ``source``, ``scene`` only on a
+    simulated adapter; for arms, the keys of the source (map: ``objects`` of [x, y, z] mm; topic:
+    ``topic``, optional ``camera_to_base`` [x, y, z, roll, pitch, yaw] and ``max_age_s`` > 0)."""
+    if value is None:
+        return None
+    example = "{source: map, objects: {apple: [400, 0, 60]}}"
+    if not isinstance(value, dict):
+        raise ParamError(f"{where} must be a mapping such as {example}, got {value!r}")
+    source = value.get("source")
+    if source not in PERCEPTION_SOURCES:
+        raise ParamError(f"{where}.source must be one of {', '.join(PERCEPTION_SOURCES)}, got {source!r}")
+    if source == "scene" and adapter not in _SCENE_ADAPTERS:
+        raise ParamError(f"{where}: source scene is the simulator's scene, for adapters "
+                         f"{', '.join(_SCENE_ADAPTERS)} only, not {adapter!r}: use source map or topic")
+    if kind in ("drone", "sim"):
+        return _drone_perception(value, where, source, adapter)
+    if kind != "arm":
+        return dict(value)
+    known = _ARM_PERCEPTION_KEYS.get(source)
+    if known is None:
+        raise ParamError(f"{where}: source {source} gives no 3D positions, which an arm needs: "
+                         "use map or topic")
+    for key in value:
+        if key not in known:
+            raise unknown_key(where, key, known)
+    if source == "map":
+        objects = value.get("objects")
+        if not isinstance(objects, dict) or not objects:
+            raise ParamError(f"{where}: source map needs objects, a mapping of names to [x, y, z] in mm "
+                             f"in the robot's base frame, e.g. {example}")
+        for name, pos in objects.items():
+            if not isinstance(name, str) or not name.strip() or not numbers(pos, 3):
+                raise ParamError(f"{where}.objects.{name} must be 3 numbers [x, y, z] in mm, got {pos!r}")
+        return {"source": "map", "objects": {n: [float(v) for v in p] for n, p in objects.items()}}
+    if source == "topic":
+        topic = value.get("topic")
+        if not isinstance(topic, str) or not topic.strip():
+            raise ParamError(f"{where}: source topic needs topic, the name of the 3D detections topic "
+                             f"(e.g. indy_1/detections_3d), got {topic!r}")
+        if "camera_to_base" in value and not numbers(value["camera_to_base"], 6):
+            raise ParamError(f"{where}.camera_to_base must be 6 numbers [x, y, z, roll, pitch, yaw] "
+                             f"(mm, degrees), got {value['camera_to_base']!r}")
+        age = value.get("max_age_s", 2.0)
+        if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age <= 0:
+            raise ParamError(f"{where}.max_age_s must be a number > 0 (seconds), got {age!r}")
+    return dict(value)
+
+
+def _drone_perception(value: dict[str, Any], where: str, source: str, adapter: str) -> dict[str, Any]:
+    """A drone's perception: ``camera`` (its video through ``detector``: ``default``, a .onnx
+    file, or ``topic``: the team's detector node answering on ``topic`` for the declared
+    ``classes`` within ``timeout_s``; answers from frames at most ``max_age_s`` old, decoded
+    ``settle_s`` after a motion, detections scoring at least ``min_score``; ``vlm: {url, model}``
+    answers ``probe``), ``scene`` (simulated drones) or ``none``."""
+    if source not in _DRONE_PERCEPTION_KEYS:
+        raise ParamError(f"{where}: a drone's source is camera, scene or none, not {source!r}")
+    known = _DRONE_PERCEPTION_KEYS[source]
+    for key in value:
+        if key not in known:
+            raise unknown_key(where, key, known)
+    for key in ("max_age_s", "settle_s", "min_score"):
+        v = value.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                              or v < 0 or (key == "max_age_s" and v == 0) or (key == "min_score" and v > 1)):
+            raise ParamError(f"{where}.{key} must be a number " + ("in [0, 1]" if key == "min_score" else
+                             "> 0 (seconds)" if key == "max_age_s" else ">= 0 (seconds)") + f", got {v!r}")
+    det = value.get("detector", "default")
+    if not isinstance(det, str) or not det.strip():
+        raise ParamError(f"{where}.detector must be 'default', 'topic' or the path of a .onnx detector, got {det!r}")
+    out = dict(value)
+    if det.strip() == "topic":
+        topic = value.get("topic")
+        if not isinstance(topic, str) or not topic.strip():
+            raise ParamError(f"{where}: detector topic needs topic, the DetectionArray topic your detector node "
+                             f"publishes on (e.g. tello_1/detections_in), got {topic!r}")
+        if topic.strip().strip("/").split("/")[-1] in ("detections", "image_raw"):
+            raise ParamError(f"{where}.topic {topic.strip()!r} is where the adapter itself publishes (its detections "
+                             "and camera images): give your detector node's own topic, e.g. tello_1/detections_in")
+        classes = value.get("classes")
+        if (not isinstance(classes, list) or not classes
+                or not all(isinstance(c, str) and c.strip() and len(c) <= 64 for c in classes)):
+            raise ParamError(f"{where}: detector topic needs classes, the labels your detector node reports "
+                             f"(e.g. [cat, person]), got {classes!r}")
+        timeout = value.get("timeout_s", 1.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+                or timeout <= 0:
+            raise ParamError(f"{where}.timeout_s must be a number > 0 (seconds), got {timeout!r}")
+        out["topic"] = topic.strip()
+        out["classes"] = list(dict.fromkeys("_".join(c.strip().lower().split()) for c in classes))
+    else:
+        for key in ("topic", "classes", "timeout_s"):
+            if key in value:
+                raise ParamError(f"{where}.{key} is for a detector node (detector: topic), not detector {det!r}")
+    vlm = value.get("vlm")
+    if vlm is not None and (not isinstance(vlm, dict) or not str(vlm.get("url", "")).startswith(("http://", "https://"))
+                            or not isinstance(vlm.get("model"), str) or set(vlm) - {"url", "model", "timeout_s"}):
+        raise ParamError(f"{where}.vlm must be {{url: http://HOST:PORT, model: NAME[, timeout_s: S]}} "
+                         f"(an OpenAI-compatible vision-language server), got {vlm!r}")
+    return out
+
+
+def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
+    """A simulated robot's world: ``scene: {objects: {NAME: {pos: [x, y, z], size: [w, h]}}}``
+    (tello-sim: cm from the take-off point, what its camera shows; indy-sim: mm in the base frame,
+    where the objects really are, whatever the arm's perception says) and ``battery_pct``
+    (tello-sim: its charge at start)."""
+    if value is None:
+        return None
+    if adapter not in ("tello-sim", "indy-sim"):
+        raise ParamError(f"{where} describes a protocol simulator's world: for adapters tello-sim and indy-sim "
+                         f"only, not {adapter!r}")
+    if not isinstance(value, dict):
+        raise ParamError(f"{where} must be a mapping such as {{scene: {{objects: {{cat: {{pos: [200, 0, 20]}}}}}}}}, "
+                         f"got {value!r}")
+    known = ("scene", "battery_pct") if adapter == "tello-sim" else ("scene",)
+    for key in value:
+        if key not in known:
+            raise unknown_key(where, key, known)
+    scene = value.get("scene")
+    if scene is not None:
+        objs = scene.get("objects") if isinstance(scene, dict) else None
+        if not isinstance(objs, dict) or any(not isinstance(o, dict) or not numbers(o.get("pos"), 3)
+                                              or ("size" in o and not numbers(o["size"], 2)) for o in objs.values()):
+            raise ParamError(f"{where}.scene must be {{objects: {{NAME: {{pos: [x, y, z], size: [w, h]}}}}}}, "
+                             f"got {scene!r}")
+    bat = value.get("battery_pct")
+    if bat is not None and (isinstance(bat, bool) or not isinstance(bat, (int, float)) or not 0 <= bat <= 100):
+        raise ParamError(f"{where}.battery_pct must be a number in [0, 100], got {bat!r}")
+    return dict(value)
+
+
+ADAPTERS = ("sim", "tello", "tello-sim", "indy", "indy-sim", "external")
+
+
+@dataclass(frozen=True)
+class RobotParams:
+    """One robot: its adapter (robot_adapters/executors.py builds it) and, for real hardware, its address."""
+
+    id: str
+    kind: str
+    skill_set: str
+    adapter: str = "sim"
+    host: str = ""
+    #: objects the robot knows about (its scene, an arm's workspace): named in the prompt of an
+    #: instruct model, and the only names its plan grammar admits as object arguments
+    objects: tuple[str, ...] = ()
+    #: what one goal may make the robot do (timely_robot/budgets.py; None: the robot kind's default)
+    budget: Budget | None = None
+    #: segments that wait for an operator's approval before dispatch (timely_robot/approval.py; None: none)
+    approval: Approval | None = None
+    #: the YAML ``perception:`` mapping: where the robot's perceived objects come from
+    #: (:data:`PERCEPTION_SOURCES`; arms: robot/robot_adapters/perception/arm_sources.py). None: not
+    #: declared (a simulated robot uses its simulator's scene; a real arm refuses to start)
+    perception: Mapping[str, Any] | None = field(default=None, hash=False)
+    #: the YAML ``simulator:`` mapping of a simulated robot (tello-sim, indy-sim): the world its
+    #: simulator holds (``scene``) and, for the Tello simulator, its ``battery_pct``. None: defaults
+    simulator: Mapping[str, Any] | None = field(default=None, hash=False)
+
+    @property
+    def effective_budget(self) -> Budget:
+        return self.budget if self.budget is not None else budget_for(self.kind)
+
+
+_ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception",
+               "simulator")
+#: values of a robot's ``perception.source``; ``scene`` only on the simulated adapters
+PERCEPTION_SOURCES = ("map", "topic", "scene", "camera", "none")
+_SCENE_ADAPTERS = ("indy-sim", "tello-sim", "sim")
+#: keys of an arm's perception mapping per source (robot/robot_adapters/perception/arm_sources.py)
+_ARM_PERCEPTION_KEYS = {"map": ("source", "objects"), "topic": ("source", "topic", "camera_to_base", "max_age_s"),
+                        "scene": ("source",), "none": ("source",)}
+#: keys of a drone's perception mapping per source (robot/robot_adapters/perception/drone.py); ``topic``,
+#: ``classes`` and ``timeout_s`` only with ``detector: topic`` (robot/robot_adapters/perception/topic_detector.py)
+_DRONE_PERCEPTION_KEYS = {"camera": ("source", "detector", "max_age_s", "settle_s", "min_score", "vlm", "topic",
+                                     "classes", "timeout_s"),
+                          "scene": ("source",), "none": ("source",)}
+SECURITY_MODES = ("off", "sign")
+
+
+@dataclass(frozen=True)
+class SecurityParams:
+    """The robot link's protection (README "Security"): ``mode`` ``sign`` signs segments and
+    statuses with per-robot keys (HMAC-SHA256, replay counter) and drops anything else; ``off``
+    trusts the domain. ``keystore``: the key directory ("" = the per-user default).
+    ``per_robot_topics``: segments and statuses on ``robots/<id>/segments`` and
+    ``robots/<id>/status`` instead of the shared ``robot_segments`` and ``robot_status`` (what
+    SROS2 access control needs to tell robots apart)."""
+
+    mode: str = "off"
+    keystore: str = ""
+    per_robot_topics: bool = False
+    #: comma-separated SHA-256 (hex) of operator secrets that may cancel any goal (planner/cancel_goal)
+    cancel_operator_keys_sha256: str = ""
+    #: honour "cancel every goal" requests (an all-zero goal id) on the action's cancel service
+    allow_cancel_all: bool = False
+    #: the planner's lease (timely_robot/link/rules.py): an adapter whose robot is executing and that heard
+    #: nothing from its planner for this long stops the robot ("stopped: planner lost"); 0 = off
+    lease_s: float = rule(3.0, ge=0, unit="seconds")
+    #: with a standby planner: how long a robot whose lease expired is held, its goal paused,
+    #: waiting for a planner of a higher term before the goal ends (0 = the goal ends at once)
+    lease_grace_s: float = rule(0.0, ge=0, unit="seconds")
+
+
+def parse_security(value: Any) -> SecurityParams:
+    """The ``security:`` section (absent: the defaults)."""
+    security = SecurityParams(**take_fields(mapping_of(value, "security", "mode, keystore, per_robot_topics"),
+                                            "security", SecurityParams))
+    for h in filter(None, (x.strip() for x in security.cancel_operator_keys_sha256.split(","))):
+        if len(h) != 64 or any(c not in "0123456789abcdef" for c in h.lower()):
+            raise ParamError(f"security.cancel_operator_keys_sha256: {h[:70]!r} is not a SHA-256 in hex (64 digits)")
+    if security.mode not in SECURITY_MODES:
+        raise ParamError(f"security.mode must be one of {', '.join(SECURITY_MODES)}, got {security.mode!r}")
+    return security
+
+
+def parse_robots(value: Any) -> tuple[RobotParams, ...]:
+    """The ``robots:`` list, each entry checked (its id, kind, skill set, adapter, budget,
+    approval, perception and simulator)."""
+    robots_raw = value or []
+    if not isinstance(robots_raw, list):
+        raise ParamError("robots must be a list of {id, kind, skill_set}")
+    robots: list[RobotParams] = []
+    for i, r in enumerate(robots_raw):
+        where = f"robots[{i}]"
+        if not isinstance(r, dict) or "id" not in r or "kind" not in r:
+            raise ParamError(f"{where} needs at least 'id' and 'kind'")
+        for key in r:
+            if key not in _ROBOT_KEYS:
+                raise unknown_key(where, key, _ROBOT_KEYS)
+        rid, kind = str(r["id"]), str(r["kind"])
+        if not rid.replace("_", "").isalnum():
+            raise ParamError(f"{where}.id {rid!r} must be letters, digits and '_' (it names ROS topics)")
+        if kind not in ROBOT_KINDS:
+            raise ParamError(f"{where}.kind {kind!r} must be one of {', '.join(ROBOT_KINDS)}")
+        skill_set = str(r.get("skill_set") or DEFAULT_SKILL_SET_FOR_KIND[kind])
+        if skill_set not in DEFAULT_SKILL_SETS:
+            raise ParamError(f"{where}.skill_set {skill_set!r} is not registered ({', '.join(DEFAULT_SKILL_SETS)})")
+        if any(x.id == rid for x in robots):
+            raise ParamError(f"{where}: duplicate robot id {rid!r}")
+        adapter = str(r.get("adapter", "sim"))
+        if adapter not in ADAPTERS:
+            raise ParamError(f"{where}.adapter {adapter!r} must be one of {', '.join(ADAPTERS)}")
+        host = str(r.get("host", ""))
+        if adapter in ("tello", "indy") and not host:
+            raise ParamError(f"{where}: adapter '{adapter}' needs the robot's 'host' address")
+        objects = r.get("objects") or []
+        if not isinstance(objects, list) or not all(isinstance(o, str) and o.strip() for o in objects):
+            raise ParamError(f"{where}.objects must be a list of object names, e.g. [apple, basket], got {objects!r}")
+        if len(objects) > 200 or any(len(o) > 64 for o in objects):
+            raise ParamError(f"{where}.objects: at most 200 names of at most 64 characters each")
+        budget = None
+        if r.get("budget") is not None:
+            try:
+                budget = budget_for(kind).merged(mapping_of(r["budget"], f"{where}.budget", "max_calls, fence_cm, ..."))
+            except (TypeError, ValueError) as e:
+                raise ParamError(f"{where}.budget: {e}") from None
+        approval = None
+        if r.get("approval") is not None:
+            try:
+                approval = approval_from(r["approval"], DEFAULT_SKILL_SETS[skill_set])
+            except ValueError as e:
+                raise ParamError(f"{where}.approval: {e}") from None
+        perception = _perception(r.get("perception"), f"{where}.perception", kind, adapter)
+        simulator = _simulator(r.get("simulator"), f"{where}.simulator", adapter)
+        robots.append(RobotParams(rid, kind, skill_set, adapter, host, tuple(o.strip() for o in objects), budget,
+                                  approval, perception, simulator))
+    return tuple(robots)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's document; a missing file or a syntax error is a ParamError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ParamError(f"parameter file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ParamError(f"parameter file {path} is a directory, not a YAML file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ParamError(f"parameter file {path} cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ParamError(f"{where}: not valid YAML ({problem})") from None
+
+
+def load_robot_side(path: str | Path) -> tuple[tuple[RobotParams, ...], SecurityParams]:
+    """The robots and the security settings of the fleet YAML at ``path``; its ``planner:``
+    section is the planner's and is not read here."""
+    data = read_yaml(path)
+    try:
+        if not isinstance(data, dict):
+            raise ParamError("the parameter file must be a YAML mapping with 'robots'")
+        for key in data:
+            if key not in ("planner", "robots", "security"):
+                raise ParamError(f"unknown top-level section '{key}' ({suggest(key, ('planner', 'robots', 'security'))})")
+        return parse_robots(data.get("robots")), parse_security(data.get("security"))
+    except ParamError as e:
+        raise ParamError(f"{path}: {e}") from None

@@ -10,7 +10,7 @@ import sys
 #: Exceptions that are user mistakes, as (module, class): matched only if the module was imported
 #: (a class from a module that never loaded cannot have been raised), so nothing is imported here.
 USER_ERRORS = (("timely_robot.errors", "CommandError"), ("timely_robot.config", "ParamError"),
-               ("llm_planner_node.tools.evaluation.workload_spec", "SpecError"), ("timely_robot.model_cache", "ModelError"),
+               ("timely_tools.evaluation.workload_spec", "SpecError"), ("timely_robot.model_cache", "ModelError"),
                ("llm_planner_node.security.sros2_policy", "PolicyError"))
 
 

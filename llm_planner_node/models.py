@@ -80,7 +80,7 @@ GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a681
 #: saying how to install a missing one
 DIST_VERSIONS = {SMOLLM2_DIST: "0.1.2", GEMMA3_DIST: "1.0.0",
                  **{f"{GEMMA3_DIST}-part{i}": "1.0.0" for i in range(1, 5)}}
-TRAIN_LORA_CMD = "scripts/run python -m llm_planner_node.tools.training.train_lora"
+TRAIN_LORA_CMD = "scripts/run python -m timely_tools.training.train_lora"
 
 #: SmolLM2-Instruct's ChatML template (the one of HuggingFaceTB/SmolLM2-135M-Instruct), set when
 #: a conversion lost the template

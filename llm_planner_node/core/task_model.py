@@ -92,7 +92,7 @@ class Goal:
     """What a client asks for (the ROS ``PlanTask`` goal, engine-neutral).
 
     ``prompt`` is whatever the engine takes: text or token ids for the live engine, a
-    :class:`~llm_planner_node.tools.sim.workload.SimPrompt` for the simulated one.
+    :class:`~timely_tools.sim.workload.SimPrompt` for the simulated one.
     """
 
     robot_id: str

@@ -1,6 +1,6 @@
 """Engine calibration files: fit, save and load ``iteration_time = a + b*prefill + c*decode_batch``.
 
-``timely-fleet calibrate`` (:mod:`llm_planner_node.tools.bench.calibrate`) measures a real engine and
+``timely-fleet calibrate`` (:mod:`timely_tools.bench.calibrate`) measures a real engine and
 writes a calibration file; the simulated engine takes the fitted model through
 :func:`load_iteration_model`::
 

@@ -43,7 +43,7 @@ Iteration rule (``iteration_policy``):
   oldest pending prefill started waiting; then run one batched prefill round (rent-or-buy).
   Prefill-only rounds use ``IterationModel.prefill_a_s`` as intercept when set.
 
-The simulation loop (``llm_planner_node/tools/sim/simulation.py``) calls :meth:`start_iteration`
+The simulation loop (``timely_tools/sim/simulation.py``) calls :meth:`start_iteration`
 after each scheduling decision and advances the virtual clock to :meth:`in_flight_end`.
 """
 

@@ -8,5 +8,5 @@
 * :mod:`.ltr_ranker` -- a linear ranking head trained with ListMLE; Kendall's tau-b;
   :class:`~.ltr_ranker.LTRPredictor` (rank keys).
 * ``weights/`` -- both predictors' trained weights and ``report.json``, written by their
-  reproducible CPU training (``python -m llm_planner_node.tools.training.train_predictors``).
+  reproducible CPU training (``python -m timely_tools.training.train_predictors``).
 """

@@ -8,8 +8,8 @@ the normal plan is being generated (it takes ~0.4 s in full on the calibrated RT
 import pytest
 
 from llm_planner_node.core.metrics import request_outcome
-from llm_planner_node.tools.sim.simulation import simulate
-from llm_planner_node.tools.sim.workload import Arrival, goal_for
+from timely_tools.sim.simulation import simulate
+from timely_tools.sim.workload import Arrival, goal_for
 
 NET = 0.008
 

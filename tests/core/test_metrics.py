@@ -46,10 +46,10 @@ def test_a_truncated_plan_is_not_a_completed_goal_in_the_simulator_or_the_live_r
 
     from llm_planner_node.core.metrics import request_outcome
     from llm_planner_node.core.task_model import EndKind
-    from llm_planner_node.tools.evaluation.bag import outcome_from_result
+    from timely_tools.evaluation.bag import outcome_from_result
     from llm_planner_node.ros.messages import build_result
-    from llm_planner_node.tools.sim.simulation import simulate
-    from llm_planner_node.tools.sim.workload import Arrival, goal_for
+    from timely_tools.sim.simulation import simulate
+    from timely_tools.sim.workload import Arrival, goal_for
 
     full = goal_for(7, "drone3")  # mu(80); tc(90); mf(50): three segments
     cut = dataclasses.replace(full, max_tokens=full.prompt.segments[0].n_tokens + 1)

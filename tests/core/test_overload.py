@@ -12,8 +12,8 @@ from llm_planner_node.core.policies import get_policy
 from timely_robot.skills import SkillCall
 from llm_planner_node.core.task_model import EndKind, GenState
 from llm_planner_node.engines.sim_engine import SimEngine
-from llm_planner_node.tools.sim.simulation import simulate
-from llm_planner_node.tools.sim.workload import Arrival, goal_for
+from timely_tools.sim.simulation import simulate
+from timely_tools.sim.workload import Arrival, goal_for
 
 
 class Sink:

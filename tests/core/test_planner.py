@@ -11,8 +11,8 @@ from llm_planner_node.core.policies import get_policy
 from llm_planner_node.core.policies.base import Decision, Policy
 from llm_planner_node.core.task_model import EndKind, GenState
 from llm_planner_node.engines.sim_engine import SimEngine, SimEngineConfig
-from llm_planner_node.tools.sim.simulation import simulate
-from llm_planner_node.tools.sim.workload import Arrival, goal_for
+from timely_tools.sim.simulation import simulate
+from timely_tools.sim.workload import Arrival, goal_for
 
 
 class Sink:
@@ -260,8 +260,8 @@ def test_decision_default_has_no_preemption():
 
 def test_segment_generation_timeline():
     """gen_start/gen_end per segment follow the engine's segment events."""
-    from llm_planner_node.tools.sim.simulation import simulate
-    from llm_planner_node.tools.sim.workload import Arrival, goal_for
+    from timely_tools.sim.simulation import simulate
+    from timely_tools.sim.workload import Arrival, goal_for
 
     res = simulate([Arrival(0.0, goal_for(1, "d0"))], "timelyllm", seed=0)
     req = res.requests[0]
@@ -370,7 +370,7 @@ def test_skipping_the_empty_queue_decision_changes_no_schedule(policy):
     event rate, so queues form and drain) is identical with and without it."""
     from dataclasses import replace
 
-    from llm_planner_node.tools.sim.workload import WORKLOADS, generate
+    from timely_tools.sim.workload import WORKLOADS, generate
 
     arrivals = generate(replace(WORKLOADS["WID2"], eps=1.0, duration_s=60.0), seed=3)
     skipped = simulate(arrivals, policy)

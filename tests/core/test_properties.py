@@ -9,9 +9,9 @@ from llm_planner_node.core.metrics import request_outcome, segment_timeline
 from llm_planner_node.core.task_model import GenState
 from llm_planner_node.core.tuf import tuf1
 from llm_planner_node.engines.sim_engine import SimEngineConfig
-from llm_planner_node.tools.sim.simulation import simulate
+from timely_tools.sim.simulation import simulate
 from llm_planner_node.engines.sim_traces import TRACES
-from llm_planner_node.tools.sim.workload import Arrival, generate, goal_for, WorkloadSpec
+from timely_tools.sim.workload import Arrival, generate, goal_for, WorkloadSpec
 
 NET = 0.008
 POLICIES = ["vllm", "vllm-stream", "seg-fcfs", "seg-edf", "timelyllm", "trail", "ltr", "lamps", "hybrid",

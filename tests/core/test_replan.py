@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from llm_planner_node.core.task_model import EndKind, GenState
-from llm_planner_node.tools.sim.workload import goal_for
+from timely_tools.sim.workload import goal_for
 
 from tests.core.test_planner import _planner, _run_engine
 

@@ -32,7 +32,7 @@ def vllm_engine():
 
 
 def test_64_goals_at_once_all_succeed_with_every_result_and_feedback(ros_context, vllm_engine):
-    from llm_planner_node.tools.bench.live_bench import GoalArrivals, burst_goals, burst_params, node_burst
+    from timely_tools.bench.live_bench import GoalArrivals, burst_goals, burst_params, node_burst
     from llm_planner_node.ros.goal_client import GoalClient, spinning
     from llm_planner_node.up import running_fleet
 

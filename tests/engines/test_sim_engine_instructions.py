@@ -127,7 +127,7 @@ def test_chat_story_family_beyond_the_canonical_three():
 
 
 def test_chat_workload_requests_are_served():
-    from llm_planner_node.tools.evaluation.traces import CHAT_PROMPTS
+    from timely_tools.evaluation.traces import CHAT_PROMPTS
 
     a = build(f"Write a short story: {CHAT_PROMPTS[0]}", "chat")
     b = build(f"Write a short story: {CHAT_PROMPTS[0]}", "chat")

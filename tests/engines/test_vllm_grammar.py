@@ -82,7 +82,7 @@ def test_no_invalid_plan_with_the_grammar_on_the_held_out_set(engine):
     """Held-out instructions no training script saw (paraphrases, unseen objects and numbers,
     requests outside the safe ranges): under the grammar no plan is INVALID_PLAN and the robot
     adapter's own validation accepts every segment (bench grammar measures the rest)."""
-    from llm_planner_node.tools.bench.grammar_bench import run_items, summarize
+    from timely_tools.bench.grammar_bench import run_items, summarize
     from llm_planner_node.prompts.builders import vllm_prompt_builder
     from llm_planner_node.planner_model.heldout import check_unseen, load_heldout
 

@@ -162,7 +162,7 @@ def test_a_real_bug_keeps_its_traceback(tmp_path):
     """The handler only catches user mistakes: anything else still shows where it happened."""
     code = ("import sys; from llm_planner_node import cli\n"
             "def boom(args): raise RuntimeError('bug')\n"
-            "import llm_planner_node.tools.evaluation.report_cmd as r; r.run = boom\n"
+            "import timely_tools.evaluation.report_cmd as r; r.run = boom\n"
             "sys.exit(cli.main(['report', 'x']))\n")
     proc = subprocess.run([str(ROOT / "scripts" / "run"), "python", "-c", code], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, env={**os.environ})

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: Where code names docs paths (docstrings, comments, error messages, expected messages in tests).
-CODE_DIRS = ("llm_planner_node", "robot", "msg", "srv", "action", "launch", "bin", "scripts", "config",
+CODE_DIRS = ("llm_planner_node", "robot", "timely_tools", "msg", "srv", "action", "launch", "bin", "scripts", "config",
              "tests")
 CODE_FILES = ("Makefile", "CMakeLists.txt", "package.xml", "pyproject.toml", ".importlinter")
 CODE_SUFFIXES = {".py", ".msg", ".srv", ".action", ".yaml", ".yml", ".xml", ".sh", ".toml", ".cfg", ".txt", ""}

@@ -214,7 +214,7 @@ def test_compare_progress_line_per_experiment(tmp_path):
     prints one line per experiment on stderr, as it finishes."""
     p = _python(f"""
         import sys
-        from llm_planner_node.tools.evaluation import compare as C
+        from timely_tools.evaluation import compare as C
         C.trail_ltr = lambda quick, seed=0: {{"fake": 1}}
         C.lamps = lambda quick, seed=0: {{"fake": 1}}
         C.hybrid = lambda quick, mip_seconds, seed=0: {{"fake": 1}}

@@ -23,12 +23,12 @@ def _example(heading: str) -> str:
 def test_the_new_policy_example_is_selectable_and_completes_every_goal():
     import numpy as np
 
-    from llm_planner_node.tools.decision_cost import make_queue
+    from timely_tools.decision_cost import make_queue
     from llm_planner_node.core.policies import get_policy
     from llm_planner_node.core.policies.base import REGISTRY
-    from llm_planner_node.tools.sim.simulation import simulate
+    from timely_tools.sim.simulation import simulate
     from llm_planner_node.core.task_model import EndKind
-    from llm_planner_node.tools.sim.workload import Arrival, goal_for
+    from timely_tools.sim.workload import Arrival, goal_for
 
     code = _example("**A new policy.**").replace("from .base import", "from llm_planner_node.core.policies.base import")
     try:

@@ -2,7 +2,8 @@
 
 `tests/<path>` tests the package `llm_planner_node/<path>` (`tests/core/policies` for
 `llm_planner_node/core/policies`), `tests/robot_adapters/<path>` and `tests/timely_robot/<path>`
-the packages `robot/robot_adapters/<path>` and `robot/timely_robot/<path>` (the robot side), and
+the packages `robot/robot_adapters/<path>` and `robot/timely_robot/<path>` (the robot side),
+`tests/timely_tools/<path>` the package `timely_tools/<path>` (benchmarks, evaluation, training), and
 `tests/<name>` a top-level module `llm_planner_node/<name>.py` that has no folder of its own
 (`tests/models` for `models.py`). Two folders are not source folders:
 `tests/e2e` (end to end over ROS: whole fleets, `timely-fleet up` and the commands as separate
@@ -29,6 +30,8 @@ def _source_of(rel: Path, root: Path = ROOT) -> bool:
     """Whether the test folder ``tests/<rel>`` has its source folder (or top-level module)."""
     if rel.parts[0] in ROBOT_SIDE:
         return _is_package(root / "robot" / rel)
+    if rel.parts[0] == "timely_tools":
+        return _is_package(root / rel)
     return _is_package(root / "llm_planner_node" / rel) or (
         len(rel.parts) == 1 and (root / "llm_planner_node" / f"{rel.parts[0]}.py").is_file())
 

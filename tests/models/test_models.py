@@ -113,7 +113,7 @@ def test_planner_without_adapter_is_one_clear_sentence(empty_cache, tmp_path):
     assert str(e.value) == (
         f"model smollm2-135m-planner needs its LoRA adapter, which is missing from {adir} "
         "(adapter_config.json and adapter_model.safetensors in PEFT format): train it with "
-        "'scripts/run python -m llm_planner_node.tools.training.train_lora'")
+        "'scripts/run python -m timely_tools.training.train_lora'")
     assert not (empty_cache / "smollm2-135m-instruct").exists()  # the base is not prepared for nothing
     # the parameter overrides the environment
     other = tmp_path / "other"

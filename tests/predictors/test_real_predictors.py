@@ -11,7 +11,7 @@ from llm_planner_node.core.task_model import Goal
 from llm_planner_node.core.tuf import NORMAL
 from llm_planner_node.predictors import ltr_ranker, trail_probe
 from llm_planner_node.predictors.features import PlannerModel, layer_hook
-from llm_planner_node.tools.training.train_predictors import OUT
+from timely_tools.training.train_predictors import OUT
 
 
 def test_listmle_tiny_list_hand_computed():
@@ -65,7 +65,7 @@ def test_shipped_predictors_and_report(pm):
 
 
 def test_ltr_eval_hand_computed():
-    from llm_planner_node.tools.training.train_predictors import ltr_eval
+    from timely_tools.training.train_predictors import ltr_eval
 
     f = {"emb": [[1.0], [2.0], [3.0]], "len": [10, 20, 30]}
     # score = emb: longer prompts score higher, so the keys (-score) put the longest first
@@ -78,7 +78,7 @@ def test_ltr_eval_hand_computed():
 def test_evaluate_reproduces_the_shipped_report():
     """``train --evaluate`` re-measures the shipped weights on the held-out set: the stored
     report.json (the numbers the README and `compare` quote) is current for these weights."""
-    from llm_planner_node.tools.training.train_predictors import evaluate
+    from timely_tools.training.train_predictors import evaluate
 
     report = json.loads((OUT / "report.json").read_text())
     torch.set_num_threads(1)

@@ -147,7 +147,7 @@ def test_a_result_says_which_call_did_not_achieve_its_action_and_why_it_ended_ma
 
     from timely_robot.outcomes import ActionStatus, RejectReason, Rejection
     from llm_planner_node.ros.messages import build_result, rejected_result
-    from llm_planner_node.tools.sim.workload import goal_for
+    from timely_tools.sim.workload import goal_for
     from tests.core.test_planner import _executed, _planner, _run_engine
 
     assert PlanTask.Result.STATUS_NOT_ACHIEVED == ActionStatus.NOT_ACHIEVED == 10

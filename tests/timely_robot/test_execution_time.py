@@ -185,7 +185,7 @@ def test_thread_safety_smoke():
 
 
 def test_bench_script_runs(tmp_path, capsys):
-    from llm_planner_node.tools.bench import exec_model_bench as b
+    from timely_tools.bench import exec_model_bench as b
     import argparse, json
 
     p = argparse.ArgumentParser()

@@ -3,7 +3,7 @@
 - Clients: ``max_batch`` = J slots (the paper's 200); a client serves one generation at a time.
 - Offline: with the workload known, requests are assigned to clients minimising the makespan
   (P||Cmax). ``plan`` (request id -> client) comes from the time-limited MIP of
-  :mod:`llm_planner_node.tools.evaluation.hybrid_offline` (highspy); without one, arrivals are assigned
+  :mod:`timely_tools.evaluation.hybrid_offline` (highspy); without one, arrivals are assigned
   online by LPT (longest first to the least-loaded client, :func:`lpt_assign`).
 - Online request scheduling (Alg. 1): each client's list is ordered by ``N^p + N^d``, longest
   first [? order: the prose suggests it]; an idle client with an empty list takes the longest

@@ -8,9 +8,9 @@ from llm_planner_node.core.engine_api import GenerationSpec
 from llm_planner_node.core.policies.hybrid import lpt_assign
 from llm_planner_node.engines.sim_engine import (LLAMA65B_NPU, IterationModel, SimEngine, SimEngineConfig,
                                                  SimPrompt, SimSegment, prefill_now)
-from llm_planner_node.tools.evaluation.hybrid_offline import makespan_plan, t_lb
-from llm_planner_node.tools.sim.simulation import simulate
-from llm_planner_node.tools.sim.workload import Arrival, goal_for
+from timely_tools.evaluation.hybrid_offline import makespan_plan, t_lb
+from timely_tools.sim.simulation import simulate
+from timely_tools.sim.workload import Arrival, goal_for
 
 
 def test_marginal_cost_rule():
@@ -65,7 +65,7 @@ def test_hybrid_follows_the_offline_plan_and_finishes():
 
 
 def test_gsm8k_like_batch_matches_the_paper_statistics():
-    from llm_planner_node.tools.evaluation.compare import gsm8k_like
+    from timely_tools.evaluation.compare import gsm8k_like
 
     arr = gsm8k_like(1319, 0)
     pin = np.array([a.goal.prompt.task_tokens for a in arr])

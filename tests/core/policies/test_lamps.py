@@ -10,8 +10,8 @@ from llm_planner_node.core.policies.base import Pause
 from llm_planner_node.core.policies.lamps import PREFILL_S_PER_TOKEN, SWAP_S_PER_TOKEN, WasteModel, memory_area
 from llm_planner_node.engines.sim_engine import (LLAMA3_8B_RTX4090, LLAMA3_8B_SWAP_S_PER_TOKEN, IterationModel,
                                                  SimEngine, SimEngineConfig, SimPrompt, SimSegment)
-from llm_planner_node.tools.sim.simulation import simulate
-from llm_planner_node.tools.sim.workload import Arrival, goal_for
+from timely_tools.sim.simulation import simulate
+from timely_tools.sim.workload import Arrival, goal_for
 
 W = WasteModel(prefill_s_per_token=0.001, swap_s_per_token=0.0001)
 

@@ -9,8 +9,8 @@ from llm_planner_node.core.policies.ltr import Starvation
 from llm_planner_node.core.policies.trail import preemptible
 from llm_planner_node.core.queue import GenerationQueue
 from llm_planner_node.core.tuf import NORMAL
-from llm_planner_node.tools.sim.simulation import simulate
-from llm_planner_node.tools.sim.workload import Arrival, goal_for
+from timely_tools.sim.simulation import simulate
+from timely_tools.sim.workload import Arrival, goal_for
 
 
 def _queue(preds):

@@ -9,10 +9,8 @@ import os
 import re
 import socket
 import sys
-import time
 from typing import Any
 
-import pytest
 
 from processes import ROOT, TF, Proc  # noqa: F401 - ROOT and TF re-exported for the MCP tests
 
@@ -90,9 +88,3 @@ class Progress:
         return [int(m.group(1)) for _p, _t, msg in self.items if (m := re.search(r": segment (\d+): ", msg or ""))]
 
 
-def wait_until(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)

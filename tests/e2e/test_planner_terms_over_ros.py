@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from testkit import wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -23,15 +24,6 @@ def fleet_params(tmp_path, term):
     return parse_params({"planner": {"engine": {"kind": "scripted"}, "robot_timeout_s": 1.5, "term": term},
                          "security": {"mode": "sign", "keystore": str(tmp_path / "keys"), "lease_s": 30.0},
                          "robots": [{"id": "d1", "kind": "drone", "adapter": "sim"}]})
-
-
-def wait_until(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def test_the_adapter_obeys_only_the_highest_planner_term(ros_context, tmp_path):

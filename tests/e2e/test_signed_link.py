@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from testkit import wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -22,15 +23,6 @@ def fleet(tmp_path, **security):
                          "security": {"mode": "sign", "keystore": str(tmp_path / "keys"), **security},
                          "robots": [{"id": "d1", "kind": "drone", "adapter": "sim"},
                                     {"id": "a1", "kind": "arm", "adapter": "sim"}]})
-
-
-def wait_until(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def forged_status(goal_id, robot_id, seq, state, error=""):

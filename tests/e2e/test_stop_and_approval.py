@@ -20,6 +20,7 @@ import hashlib
 import time
 
 import pytest
+from testkit import wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -27,15 +28,6 @@ NORMAL = (1.0, -2.0, 1.0)
 SUCCEEDED, CANCELLED = 0, 2
 OPERATOR_SECRET = "operator-secret-for-stop-tests"
 LONG_PLAN = "d,3000;" * 6  # six 3 s hovers: busy for a while at any time scale used here
-
-
-def wait_until(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def wait_future(fut, timeout=10.0):

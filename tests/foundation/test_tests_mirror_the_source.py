@@ -8,7 +8,8 @@ the packages `robot/robot_adapters/<path>` and `robot/timely_robot/<path>` (the 
 (`tests/models` for `models.py`). Two folders are not source folders:
 `tests/e2e` (end to end over ROS: whole fleets, `timely-fleet up` and the commands as separate
 processes) and `tests/foundation` (project-wide checks, this one included). Folders that hold no
-Python file are data, and no test file sits directly in `tests/`."""
+Python file are data, and no test file sits directly in `tests/` (`testkit.py` holds the helpers
+every folder shares)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 PROJECT_WIDE = ("e2e", "foundation")
-ROOT_FILES = ("conftest.py", "__init__.py")
+ROOT_FILES = ("conftest.py", "__init__.py", "testkit.py")  # testkit: helpers every folder shares
 #: the robot side's packages, under robot/
 ROBOT_SIDE = ("robot_adapters", "timely_robot")
 

@@ -3,20 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 
 from timely_robot.skills import TELLO_MINISPEC
 from robot_adapters.executor import SkillCancelled, SkillExecutor
-
-
-def wait_until(pred, timeout=10.0):
-    """Poll ``pred`` until it holds or ``timeout`` s pass; its last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
 
 
 class Hangs(SkillExecutor):

@@ -12,7 +12,8 @@ from robot_adapters.adapter_core import AdapterCore
 from robot_adapters.executor import SimulatedExecutor
 from robot_adapters.sim.sim_fleet import SimFleet
 
-from adapter_testkit import Hangs, wait_until
+from adapter_testkit import Hangs
+from testkit import wait_until
 
 
 def test_skill_timeout_reports_failed_and_stops_robot():

@@ -13,7 +13,8 @@ from timely_robot.link.rules import PlannerTerm
 from robot_adapters.adapter_core import STATE_CANCELLED, STATE_EXECUTING, STATE_IDLE, SegmentIn
 from robot_adapters.adapter_core import AdapterCore
 
-from adapter_testkit import Hangs, wait_until
+from adapter_testkit import Hangs
+from testkit import wait_until
 
 
 class FakeClock:

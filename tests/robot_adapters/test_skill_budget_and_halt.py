@@ -16,7 +16,7 @@ from robot_adapters.adapter_core import (
 from robot_adapters.adapter_core import AdapterCore
 from robot_adapters.executor import SimulatedExecutor
 
-from adapter_testkit import wait_until
+from testkit import wait_until
 
 # TypeFly scan: up to 11 turns of 30 degrees, each followed by a detection pass (profile table)
 SCAN_MAX_S = TELLO_DETECT_S + 11 * (TELLO_TURN_BASE_S + SCAN_STEP_DEG / TELLO_YAW_DEG_S + TELLO_DETECT_S)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from testkit import wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -37,15 +38,6 @@ def call(node, client, request, timeout=10.0):
         time.sleep(0.01)
     assert fut.done(), f"{client.srv_name} did not answer"
     return fut.result()
-
-
-def wait_until(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def param_services(node, target="/llm_planner"):

@@ -66,7 +66,7 @@ from llm_planner_node.config.params import EngineParams
 from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.engine_api import GenerationSpec
 from llm_planner_node.engines import cpu_placement
-from llm_planner_node.engines.event_loop import cancel_other_tasks, start_loop, stop_loop
+from llm_planner_node.engines.asyncio_thread import cancel_other_tasks, start_loop, stop_loop
 from llm_planner_node.engines.stream import (Generation, GenerationStreams, GrammarFactory, SegmenterFactory,
                                              default_grammar_factory, default_segmenter_factory)
 from llm_planner_node.engines.stream_engine import StreamEngineCalls

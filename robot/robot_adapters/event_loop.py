@@ -1,11 +1,10 @@
 """One event loop per adapter process: every robot's state machine, skill timers and time budgets.
 
 :class:`EventLoop` is one thread with a heap of due callbacks (``call_later``) and a queue of
-ready ones (``call_soon``); ``cancel`` forgets a timer. It replaces, per adapter process, what
-used to be one worker thread per robot (``adapter-<robot_id>``), one sleeping thread per
-simulated skill and the skill watchdog thread: an idle fleet of any size costs nothing (the
-thread waits on one condition with the earliest deadline as its timeout) and a busy one costs
-one heap operation per skill start and end.
+ready ones (``call_soon``); ``cancel`` forgets a timer. One such thread serves every robot of the
+process, its simulated skills and their watchdogs, instead of a thread per robot or per skill:
+an idle fleet of any size costs nothing (the thread waits on one condition with the earliest
+deadline as its timeout) and a busy one costs one heap operation per skill start and end.
 
 Callbacks must not block: simulated skills are timers on the loop. Real robot clients that can
 only block (djitellopy's UDP request/response, neuromeka's gRPC calls) run their ``execute`` on
@@ -118,7 +117,8 @@ class EventLoop:
 
 
 class Watchdog:
-    """Skill time budgets on an :class:`EventLoop` (the old API: ``arm`` / ``disarm``)."""
+    """Skill time budgets on an :class:`EventLoop`: ``arm`` a budget when a skill starts, ``disarm``
+    it when the skill ends."""
 
     def __init__(self, loop: EventLoop | None = None) -> None:
         self.loop = loop or default_loop()

@@ -375,7 +375,7 @@ def test_skipping_the_empty_queue_decision_changes_no_schedule(policy):
     arrivals = generate(replace(WORKLOADS["WID2"], eps=1.0, duration_s=60.0), seed=3)
     skipped = simulate(arrivals, policy)
     forced = get_policy(policy)
-    forced.decides_on_empty_queue = True  # decide at every step, as before
+    forced.decides_on_empty_queue = True  # decide at every step, even with an empty queue
     full = simulate(arrivals, forced)
     assert skipped.dispatch_log == full.dispatch_log
     assert [(r.state, r.ended_at) for r in skipped.requests] == [(r.state, r.ended_at) for r in full.requests]

@@ -71,7 +71,7 @@ def test_long_unknown_instruction_is_quoted_shortened():
 
 
 def test_near_misses_are_not_guessed():
-    # the old builder ran the cat search for these
+    # close to a known instruction, but none of them: refused, never planned as the cat search
     for instr in ("look for the cat and then land", "cat", "look for", "search the kitchen"):
         with pytest.raises(ValueError):
             build(instr, "drone")

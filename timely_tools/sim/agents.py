@@ -18,7 +18,7 @@ The rule (the same in the simulator, :func:`timely_tools.sim.simulation.simulate
 
 The workload generator (:func:`.workload.generate`) already starts an event's tasks on distinct
 agents; the rule matters when an agent is still busy with an earlier event's task (28-38% of
-goals on WID1-3 before this rule: the simulator used to let such plans overlap on one robot).
+goals on WID1-3 arrive so: without the rule, their plans would overlap on one robot).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
 from llm_planner_node.core.tuf import TUFParams, tuf_problem
 from llm_planner_node.grounding.objects import MAX_NAME_CHARS, ObjectCheck, grammar_objects, unperceivable_refusal
 from llm_planner_node.prompts.grammar import derivatives_for, language_for, longest_plan_chars
+from llm_planner_node.service.commands import AdoptGoal, CancelGoal, CommandQueue, SubmitGoal
 from llm_planner_node.service.ports import MAX_ID_CHARS, GoalIn
 from llm_planner_node.service.registry import GoalEntry
 from llm_planner_node.service.shared import ServicePart, Shared
@@ -37,10 +38,10 @@ class GoalIntake(ServicePart):
     """Takes goals from any thread; what reaches the core is posted to the scheduler thread."""
 
     def __init__(self, shared: Shared, params: Callable[[], FleetParams], prompt_builder: Callable[..., object],
-                 post: Callable[[Callable[[], None]], None], unavailable: Callable[[], Rejection | None],
+                 commands: CommandQueue, unavailable: Callable[[], Rejection | None],
                  max_pending: int, vitals: RobotVitals | None = None, objects: ObjectCheck | None = None) -> None:
-        """``params``: the planner's current parameters; ``post``: run a command on the scheduler
-        thread; ``unavailable``: why the planner takes no goal now (its lifecycle, its engine), or
+        """``params``: the planner's current parameters; ``commands``: the scheduler thread's
+        queue (this part handles its goals' submits, cancels and adoptions); ``unavailable``: why the planner takes no goal now (its lifecycle, its engine), or
         None; ``max_pending``: goals accepted but not yet ended beyond which new goals are refused;
         ``vitals``: what the robots last measured (a drone's battery must see a goal through);
         ``objects``: the check of a plan's objects (its meaning model loads on first use)."""
@@ -49,13 +50,18 @@ class GoalIntake(ServicePart):
         self._vitals = vitals
         self._params = params
         self._prompt_builder = prompt_builder
-        self._post = post
+        self._commands = commands
         self._unavailable = unavailable
         self._max_pending = max_pending
         self._max_tokens_of: dict[str, int] = {}
         self._pending = 0  # submitted, not yet ended (back-pressure bound)
         self._pending_lock = threading.Lock()
         self._early_cancels: set[str] = set()
+        #: goal id -> what reports its end, for a submit or adoption posted and not yet applied
+        self._on_end: dict[str, Callable[[Request | str], None]] = {}
+        commands.on(SubmitGoal, self._apply_submit)
+        commands.on(CancelGoal, self._apply_cancel)
+        commands.on(AdoptGoal, self._apply_adopt)
 
     def validate(self, g: GoalIn) -> Rejection | None:
         """Why a goal cannot be served, or None if it is fine."""
@@ -158,13 +164,14 @@ class GoalIntake(ServicePart):
         self._counters[f"rejected.{why.reason.value}"] += 1
 
     def cancel(self, goal_id: str) -> None:
-        def cancel() -> None:
-            rid = self._goals.by_goal_id.get(goal_id)
-            if rid is None:
-                self._early_cancels.add(goal_id)
-            else:
-                self._planner.cancel(rid)
-        self._post(cancel)
+        self._commands.post(CancelGoal(goal_id))
+
+    def _apply_cancel(self, cmd: CancelGoal) -> None:
+        rid = self._goals.by_goal_id.get(cmd.goal_id)
+        if rid is None:
+            self._early_cancels.add(cmd.goal_id)
+        else:
+            self._planner.cancel(rid)
 
     def _admit(self, goal_id: str, g: GoalIn, on_end: Callable[[Request | str], None]) -> Rejection | None:
         reason = self.precheck(g)
@@ -194,31 +201,38 @@ class GoalIntake(ServicePart):
             if busy is not None:
                 return Rejection(RejectReason.ROBOT_BUSY, busy)
             self._pending += 1
+            self._on_end[goal_id] = on_end
+        self._commands.post(SubmitGoal(goal_id, goal, robot.effective_budget))
+        return None
 
+    def _ended(self, on_end: Callable[[Request | str], None]) -> Callable[[Request | str], None]:
+        """``on_end``, after the goal leaves the pending count."""
         def ended(outcome: Request | str) -> None:
             with self._pending_lock:
                 self._pending -= 1
             on_end(outcome)
+        return ended
 
-        def submit() -> None:
-            try:
-                rid = self._planner.submit(goal)
-            except Exception as e:  # noqa: BLE001 - ValueError: why it can never run; else a fault
-                self._goals.release(g.robot_id, goal_id)
-                why = Rejection(RejectReason.CORE, str(e) if isinstance(e, ValueError)
-                                else f"the planner could not take the goal: {safe_text(repr(e), 300)}")
-                self._count(why)
-                ended(why)
-                return
-            self._goals.add(GoalEntry(goal_id, rid, ended, StaticBudget(robot.effective_budget)))
-            self._delivery.open(goal_id, g.robot_id, self._clock.now())
-            self._ports.goal_started(goal_id, self._planner.requests[rid])
-            if goal_id in self._early_cancels:  # cancel arrived before the goal reached the core
-                self._early_cancels.discard(goal_id)
-                self._planner.cancel(rid)
-
-        self._post(submit)
-        return None
+    def _apply_submit(self, cmd: SubmitGoal) -> None:
+        """Scheduler thread: the goal reaches the core (or ends with why it cannot)."""
+        goal_id, goal = cmd.goal_id, cmd.goal
+        with self._pending_lock:
+            ended = self._ended(self._on_end.pop(goal_id))
+        try:
+            rid = self._planner.submit(goal)
+        except Exception as e:  # noqa: BLE001 - ValueError: why it can never run; else a fault
+            self._goals.release(goal.robot_id, goal_id)
+            why = Rejection(RejectReason.CORE, str(e) if isinstance(e, ValueError)
+                            else f"the planner could not take the goal: {safe_text(repr(e), 300)}")
+            self._count(why)
+            ended(why)
+            return
+        self._goals.add(GoalEntry(goal_id, rid, ended, StaticBudget(cmd.budget)))
+        self._delivery.open(goal_id, goal.robot_id, self._clock.now())
+        self._ports.goal_started(goal_id, self._planner.requests[rid])
+        if goal_id in self._early_cancels:  # cancel arrived before the goal reached the core
+            self._early_cancels.discard(goal_id)
+            self._planner.cancel(rid)
 
     def _goal_of(self, g: GoalIn, robot: RobotParams, scene: tuple[str, ...] | None, *, done: str = "",
                  prompt: object = None) -> Goal | Rejection:
@@ -247,12 +261,17 @@ class GoalIntake(ServicePart):
         robot's sequence numbers keep each one executed once: the adapter answers a segment it
         has with its latest status for it). Posted to the scheduler thread; a goal that cannot be
         adopted ends with the reason (``on_end(rejection)``)."""
-        def adopt() -> None:
-            why = self._adopt(entry, on_end)
-            if why is not None:
-                self._count(why)
-                on_end(why)
-        self._post(adopt)
+        with self._pending_lock:
+            self._on_end[entry.goal_id] = on_end
+        self._commands.post(AdoptGoal(entry))
+
+    def _apply_adopt(self, cmd: AdoptGoal) -> None:
+        with self._pending_lock:
+            on_end = self._on_end.pop(cmd.entry.goal_id)
+        why = self._adopt(cmd.entry, on_end)
+        if why is not None:
+            self._count(why)
+            on_end(why)
 
     def _adopt(self, entry: JournalEntry, on_end: Callable[[Request | str], None]) -> Rejection | None:
         g = entry.goal

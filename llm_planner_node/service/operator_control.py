@@ -45,6 +45,7 @@ from llm_planner_node.config.params import FleetParams
 from timely_robot.approval import Approval
 from llm_planner_node.core.task_model import Request, Segment
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
+from llm_planner_node.service.commands import ApplyDecision, CommandQueue, StopLate, StopReply, StopRobots
 from llm_planner_node.service.shared import ServicePart, Shared
 
 
@@ -98,12 +99,15 @@ class OperatorControl(ServicePart):
     """Stops and approvals of one planner service (see the module docstring)."""
 
     def __init__(self, shared: Shared, params: Callable[[], FleetParams],
-                 post: Callable[[Callable[[], None]], None], dispatch: Callable[[Request, Segment], None]) -> None:
-        """``params``: the planner's current parameters; ``post``: run a command on the scheduler
-        thread; ``dispatch``: send a released segment on to its robot (the sink's dispatch)."""
+                 commands: CommandQueue, dispatch: Callable[[Request, Segment], None]) -> None:
+        """``params``: the planner's current parameters; ``commands``: the scheduler thread's
+        queue (this part handles the stops and the decisions it posts); ``dispatch``: send a released segment on to its robot (the sink's dispatch)."""
         super().__init__(shared)
         self._params = params
-        self._post = post
+        self._commands = commands
+        commands.on(StopRobots, self._apply_stop)
+        commands.on(StopLate, self._apply_stop_late)
+        commands.on(ApplyDecision, self._apply_decision)
         self._dispatch = dispatch
         self._rules: dict[str, Approval] = {r.id: r.approval for r in params().robots
                                             if getattr(r, "approval", None) is not None}
@@ -181,20 +185,18 @@ class OperatorControl(ServicePart):
             targets = list(dict.fromkeys(robot_ids))
         if not targets:
             return StopOutcome(False, "no robot named: give robot ids or all")
-        done = threading.Event()
-        out: list[StopOutcome] = []
-
-        def run() -> None:
-            try:
-                out.append(self._stop_now(targets, who))
-            finally:
-                done.set()
-
-        self._post(run)
-        if not done.wait(wait_s) or not out:
+        reply = StopReply()
+        self._commands.post(StopRobots(tuple(targets), who, reply))
+        if not reply.done.wait(wait_s) or reply.outcome is None:
             return StopOutcome(True, f"stopping {len(targets)} robot(s): the planner did not confirm within "
                                      f"{wait_s:g} s")
-        return out[0]
+        return reply.outcome
+
+    def _apply_stop(self, cmd: StopRobots) -> None:
+        try:
+            cmd.reply.outcome = self._stop_now(list(cmd.robots), cmd.who)
+        finally:
+            cmd.reply.done.set()
 
     def _stop_now(self, targets: list[str], who: str) -> StopOutcome:
         reason = f"stopped by operator {who}"
@@ -209,7 +211,7 @@ class OperatorControl(ServicePart):
                 continue
             if gid is not None and gid not in self._goals.by_goal_id:
                 # accepted a moment ago, its submit not applied yet: it is queued behind this command
-                self._post(lambda r=robot, g=gid: self._stop_late(r, g, reason))
+                self._commands.post(StopLate(robot, gid, reason))
             self._halt(robot)
             out.halted.append(robot)
         self.counters["robots_stopped"] += len(out.stopped)
@@ -225,7 +227,8 @@ class OperatorControl(ServicePart):
                                          f"{len(out.stopped)} goal(s) cancelled{': ' + names + more if names else ''}")
         return out
 
-    def _stop_late(self, robot: str, goal_id: str, reason: str) -> None:
+    def _apply_stop_late(self, cmd: StopLate) -> None:
+        robot, goal_id, reason = cmd.robot_id, cmd.goal_id, cmd.reason
         if self._end_goal(goal_id, reason):
             self.counters["robots_stopped"] += 1
             self._ports.log("warning", f"robot {robot}: goal {goal_id[:8]} {reason} as it arrived")
@@ -307,8 +310,11 @@ class OperatorControl(ServicePart):
             while len(self._decided) > DECISIONS_KEPT:
                 self._decided.pop(next(iter(self._decided)))
             goal_id = h.goal_id
-        self._post(lambda: self._apply(goal_id))
+        self._commands.post(ApplyDecision(goal_id))
         return True, f"segment {k} of goal {goal_id[:8]} (robot {h.robot_id}) {verb} by {who}"
+
+    def _apply_decision(self, cmd: ApplyDecision) -> None:
+        self._apply(cmd.goal_id)
 
     def _apply(self, goal_id: str) -> None:
         """Scheduler thread: carry out the decision taken for a held goal (once)."""

@@ -21,7 +21,6 @@ scheduler thread drains between engine steps. A goal's end is reported once, thr
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections import Counter, deque
@@ -39,6 +38,7 @@ from llm_planner_node.core.task_model import Request, Segment
 from llm_planner_node.core.text import KNOWN_ROBOTS_LISTED, safe_text
 from llm_planner_node.engines.factory import predictor_for, prompt_builder_for
 from llm_planner_node.grounding.objects import ObjectCheck
+from llm_planner_node.service.commands import CommandQueue, EndAll, ForgetRequest, TakeJournal, UpdateParams
 from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.diagnostics import Diagnostics, Snapshot
 from llm_planner_node.service.engine_keeper import EngineHealth, EngineKeeper
@@ -87,24 +87,28 @@ class PlannerService:
         self.exec_model = ExecutionTimeModel()  # real seconds; robot_time_scale: simulated robots' speed-up
         self.counters: Counter[str] = Counter()
         self.accepting = False
-        self._cmds: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._wake = threading.Event()  # set when a command or a status arrives (idle wait)
+        #: the scheduler thread's typed commands (:mod:`.commands`), each part handling its own
+        self.commands = CommandQueue(self._wake_up)
+        self.commands.on(ForgetRequest, self._apply_forget)
+        self.commands.on(EndAll, self._apply_end_all)
+        self.commands.on(UpdateParams, self._apply_params)
+        self.commands.on(TakeJournal, self._apply_take_journal)
+        self._journal_publish: Callable[[JournalTake], None] | None = None
         self.goals = GoalRegistry()
         self.delivery = SegmentDelivery(ack_timeout_s, max_resends, pp.robot_timeout_s)
-        # the sink asks the operator's hold before a dispatch; the operator releases held segments
-        # through the sink's dispatch (both made below: the sink and the core first)
-        self.sink = PortsSink(self.goals, self.delivery, ports, self.clock, self.counters,
-                              hold=lambda goal_id, req, seg: self.operator.hold(goal_id, req, seg),
-                              post=self._post, forget=self._forget)
+        self.sink = PortsSink(self.goals, self.delivery, ports, self.clock, self.counters, self.commands)
         self.planner = Planner(engine, policy, self.clock,
                                self.exec_model if robot_time_scale == 1.0
                                else TimeScaledEstimator(self.exec_model, robot_time_scale), sink=self.sink,
                                config=PlannerConfig(network_latency_s=pp.network_latency_s),
-                               predictor=predictor_for(policy, pp.engine), segment_check=self._segment_check,
-                               replanner=lambda req: self.intake.replan(req))
+                               predictor=predictor_for(policy, pp.engine), segment_check=self._segment_check)
         # what the parts below share (the sink's are the same, but the core it feeds needs it first)
         shared = Shared(self.planner, self.goals, self.delivery, ports, self.clock, self.counters)
-        self.operator = OperatorControl(shared, self._current_params, self._post, dispatch=self.sink.dispatch)
+        # the operator releases held segments through the sink's dispatch; the sink asks the
+        # operator's hold before each dispatch (set once the operator exists)
+        self.operator = OperatorControl(shared, self._current_params, self.commands, dispatch=self.sink.dispatch)
+        self.sink.hold = self.operator.hold
         self.engine_keeper = EngineKeeper(shared, engine_factory, owns_engine, self._current_params, prompt_builder,
                                           retry_s=ENGINE_RETRY_S)
         self.vitals = RobotVitals()
@@ -112,12 +116,13 @@ class PlannerService:
         self._names_objects = any(r.kind in ("drone", "arm") for r in params.robots)
         if self._names_objects:  # their plans name objects: load it now, not at a first check
             self.objects.meaning.start()
-        self.intake = GoalIntake(shared, self._current_params, prompt_builder, post=self._post,
+        self.intake = GoalIntake(shared, self._current_params, prompt_builder, commands=self.commands,
                                  unavailable=self._unavailable, max_pending=PENDING_GOALS_MAX, vitals=self.vitals,
                                  objects=self.objects)
+        self.planner.replanner = self.intake.replan  # a plan's re_plan: the intake writes the next goal
         self.statuses = StatusPath(shared, self._current_params, wake_up=self._wake_up)
         self.diagnostics = Diagnostics(shared, self.statuses)
-        self.loop = SchedulerLoop(shared, self.engine_keeper, self._cmds, self._wake, self._wake_up, self.statuses,
+        self.loop = SchedulerLoop(shared, self.engine_keeper, self.commands, self._wake, self._wake_up, self.statuses,
                                   self.operator, self.diagnostics)
         self.engine_keeper.warm_up(engine)
 
@@ -129,11 +134,6 @@ class PlannerService:
     def _current_params(self) -> FleetParams:
         return self.params
 
-    def _post(self, command: Callable[[], None]) -> None:
-        """Run ``command`` on the scheduler thread (its next slice of goal commands)."""
-        self._cmds.put(command)
-        self._wake_up()
-
     def _wake_up(self) -> None:
         """A command or a status arrived: end the scheduler's idle wait, or its engine's wait (a
         robot status is applied at once, not after the engine's next event)."""
@@ -142,10 +142,10 @@ class PlannerService:
         if wake is not None:
             wake()
 
-    def _forget(self, request: Request) -> None:
+    def _apply_forget(self, cmd: ForgetRequest) -> None:
         """Scheduler thread: drop an ended request from the core."""
-        self.diagnostics.forgotten(request)
-        self.planner.forget(request.id)
+        self.diagnostics.forgotten(cmd.request)
+        self.planner.forget(cmd.request.id)
 
     def _unavailable(self) -> Rejection | None:
         """Why the planner takes no goal now (its lifecycle state, its engine), or None."""
@@ -194,10 +194,7 @@ class PlannerService:
 
     def end_all(self, reason: str, wait_s: float = 2.0) -> None:
         """End every goal in flight (CANCELLED with ``reason``) and wait until each reported."""
-        def end() -> None:
-            for rid in list(self.goals.by_request):
-                self.planner.cancel(rid, reason)
-        self._post(end)
+        self.commands.post(EndAll(reason))
         deadline = time.monotonic() + wait_s
         while self.goals.by_request and time.monotonic() < deadline and self.loop.started:
             time.sleep(0.02)
@@ -213,11 +210,17 @@ class PlannerService:
 
     def update_params(self, params: FleetParams) -> None:
         """Settings that may change while running (limits, timeouts, TUF presets)."""
-        def apply() -> None:
-            self.params = params
-            self.delivery.silence_timeout_s = params.planner.robot_timeout_s
-            self.planner.config = PlannerConfig(network_latency_s=params.planner.network_latency_s)
-        self._post(apply)
+        self.commands.post(UpdateParams(params))
+
+    def _apply_end_all(self, cmd: EndAll) -> None:
+        for rid in list(self.goals.by_request):
+            self.planner.cancel(rid, cmd.reason)
+
+    def _apply_params(self, cmd: UpdateParams) -> None:
+        params = cmd.params
+        self.params = params
+        self.delivery.silence_timeout_s = params.planner.robot_timeout_s
+        self.planner.config = PlannerConfig(network_latency_s=params.planner.network_latency_s)
 
     # -- goals (any thread) ----------------------------------------------------------------------
     def validate(self, g: GoalIn) -> str | None:
@@ -238,7 +241,12 @@ class PlannerService:
         ``delta`` (the goals that changed since the last take), ``snapshot`` (every one) or
         ``heartbeat`` (none). ``publish(take)`` is called on the scheduler thread: it must only
         hand the take on (serializing and signing happen elsewhere)."""
-        self._post(lambda: publish(takeover.take(self.goals, self.planner, self.clock.now(), what)))
+        self._journal_publish = publish
+        self.commands.post(TakeJournal(what))
+
+    def _apply_take_journal(self, cmd: TakeJournal) -> None:
+        if self._journal_publish is not None:
+            self._journal_publish(takeover.take(self.goals, self.planner, self.clock.now(), cmd.what))
 
     def in_flight(self, goal_id: str) -> bool:
         """Has the goal reached the core and not ended (scheduler thread)?"""

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from llm_planner_node.core.task_model import EndKind
 from llm_planner_node.core.text import safe_text
+from llm_planner_node.service.commands import CommandQueue
 from llm_planner_node.service.diagnostics import Diagnostics
 from llm_planner_node.service.engine_keeper import EngineKeeper
 from llm_planner_node.service.operator_control import OperatorControl
@@ -24,10 +25,10 @@ COMMAND_SLICE = 8
 class SchedulerLoop(ServicePart):
     """The one thread that touches the core (see :mod:`.planner_service` for the threading)."""
 
-    def __init__(self, shared: Shared, keeper: EngineKeeper, commands: queue.SimpleQueue[Callable[[], None]],
+    def __init__(self, shared: Shared, keeper: EngineKeeper, commands: CommandQueue,
                  wake: threading.Event, wake_up: Callable[[], None], statuses: StatusPath,
                  operator: OperatorControl, diagnostics: Diagnostics) -> None:
-        """``commands``: goal commands posted to this thread; ``wake``: set when a command or a
+        """``commands``: the typed commands posted to this thread; ``wake``: set when a command or a
         status arrives (ends the idle wait); ``wake_up``: set it and ring the engine."""
         super().__init__(shared)
         self._keeper = keeper
@@ -102,7 +103,7 @@ class SchedulerLoop(ServicePart):
         self._statuses.drain(self._contained)
         try:
             for _ in range(COMMAND_SLICE):  # a bounded slice of goal commands, then statuses again
-                self._contained(self._commands.get_nowait())
+                self._contained(self._commands.run, self._commands.get_nowait())
                 self._statuses.drain(self._contained)
         except queue.Empty:
             return

@@ -12,27 +12,33 @@ from llm_planner_node.core.task_model import EndKind, GenState, Request, Segment
 from llm_planner_node.core.text import safe_text
 from llm_planner_node.prompts.grammar import language_for
 from timely_robot.plan_cost import segment_cost
+from llm_planner_node.service.commands import CommandQueue, ForgetRequest
 from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.ports import PlannerPorts
 from llm_planner_node.service.registry import GoalRegistry
+
+
+def never_held(goal_id: str, request: Request, segment: Segment) -> bool:
+    """No operator's approval holds any segment (a sink's hold before the service sets one)."""
+    return False
 
 
 class PortsSink:
     """The :class:`~llm_planner_node.core.planner.PlannerSink` of the service (scheduler thread)."""
 
     def __init__(self, goals: GoalRegistry, delivery: SegmentDelivery, ports: PlannerPorts, clock: Clock,
-                 counters: Counter[str], hold: Callable[[str, Request, Segment], bool],
-                 post: Callable[[Callable[[], None]], None], forget: Callable[[Request], None]) -> None:
-        """``hold``: True if the segment waits for an operator's approval instead of going out;
-        ``forget``: drop an ended request from the core (posted, run after its end is reported)."""
+                 counters: Counter[str], commands: CommandQueue) -> None:
+        """``commands``: the scheduler thread's queue, where an ended request is posted to be
+        forgotten (:class:`ForgetRequest`, after its end is reported). :attr:`hold`: True if a
+        segment waits for an operator's approval instead of going out (the service sets the
+        operator's; none by default)."""
         self._goals = goals
         self._delivery = delivery
         self._ports = ports
         self._clock = clock
         self._counters = counters
-        self._hold = hold
-        self._post = post
-        self._forget = forget
+        self.hold: Callable[[str, Request, Segment], bool] = never_held
+        self._commands = commands
 
     def budget_check(self, request: Request, segment: Segment) -> str | None:
         """Before a segment is dispatched: its worst case (loops multiplied out) added to the
@@ -53,7 +59,7 @@ class PortsSink:
 
     def dispatch(self, request: Request, segment: Segment) -> None:
         g = self._goals.by_request[request.id]
-        if self._hold(g.goal_id, request, segment):  # waits for an operator's approval
+        if self.hold(g.goal_id, request, segment):  # waits for an operator's approval
             return
         final = segment.final or (request.state is GenState.GENERATED
                                   and segment.index == len(request.segments) - 1)
@@ -71,7 +77,7 @@ class PortsSink:
                 self._counters["replans"] += 1
                 self._ports.log("info", f"goal {g.goal_id[:8]} robot {safe_text(request.goal.robot_id)}: the plan "
                                         f"asked to re-plan; writing plan {len(request.chain) + 1}")
-            self._post(lambda: self._forget(request))
+            self._commands.post(ForgetRequest(request))
             return
         g = self._goals.pop(request.id)
         if g is None:
@@ -86,4 +92,4 @@ class PortsSink:
         else:
             self._delivery.close(g.goal_id)
         g.on_end(request)
-        self._post(lambda: self._forget(request))
+        self._commands.post(ForgetRequest(request))

@@ -4,6 +4,7 @@ back-pressure and how goals end, driven through its public methods with recordin
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 import time
 
 import pytest
@@ -180,11 +181,26 @@ def test_a_status_that_wakes_the_engine_is_applied_and_scheduled_in_one_tick():
         svc.close()
 
 
+@dataclass(frozen=True)
+class Hold:
+    """A test's command: the scheduler thread says it is ``busy`` and waits for ``gate``."""
+
+    busy: threading.Event
+    gate: threading.Event
+
+
+@dataclass(frozen=True)
+class Count:
+    """A test's command: the scheduler thread records ``i``."""
+
+    i: int
+
+
 def hold_scheduler(svc: PlannerService) -> threading.Event:
-    """Hold the scheduler inside one tick (a goal command that waits) until the returned gate
-    is set."""
+    """Hold the scheduler inside one tick (a command that waits) until the returned gate is set."""
     gate, busy = threading.Event(), threading.Event()
-    svc._post(lambda: (busy.set(), gate.wait(10)))
+    svc.commands.on(Hold, lambda c: (c.busy.set(), c.gate.wait(10)))
+    svc.commands.post(Hold(busy, gate))
     assert busy.wait(10)
     return gate
 
@@ -213,17 +229,18 @@ def test_a_burst_of_statuses_wakes_the_scheduler_once_and_every_status_is_applie
 
 def test_a_burst_of_goal_commands_is_taken_slice_after_slice_without_waiting_for_the_engine():
     """Commands beyond one tick's slice (``COMMAND_SLICE``) ring the engine again, so the next
-    tick takes the next slice at once; before, each slice waited for the engine's next event
-    (here a minute: nothing is generating), and a burst of goals reached the core one engine
-    step per slice."""
+    tick takes the next slice at once; otherwise each slice would wait for the engine's next
+    event (here a minute: nothing is generating), and a burst of goals would reach the core one
+    engine step per slice."""
     engine = CountingEngine(WallClock(), idle_wait_s=60.0)
     svc, _ = service(engine=engine)
     try:
         gate = hold_scheduler(svc)
         taken: list[int] = []
+        svc.commands.on(Count, lambda c: taken.append(c.i))
         n = 3 * ps.COMMAND_SLICE
         for i in range(n):
-            svc._post(lambda i=i: taken.append(i))
+            svc.commands.post(Count(i))
         gate.set()
         assert wait(lambda: len(taken) == n, 10.0), f"{len(taken)} of {n} commands taken in 10 s"
         assert taken == list(range(n))  # in the order they came
@@ -303,9 +320,11 @@ def test_statuses_are_applied_before_queued_goal_commands():
         ran = [0]
         at_end: list[int] = []
         block = threading.Event()
-        svc._cmds.put(lambda: block.wait(5))               # the scheduler is busy with a goal command
-        for _ in range(1000):
-            svc._cmds.put(lambda: ran.__setitem__(0, ran[0] + 1))
+        svc.commands.on(Hold, lambda c: c.gate.wait(5))
+        svc.commands.on(Count, lambda c: ran.__setitem__(0, ran[0] + 1))
+        svc.commands.post(Hold(threading.Event(), block))   # the scheduler is busy with a command
+        for i in range(1000):
+            svc.commands.post(Count(i))
         svc.on_status(StatusIn("d1", GID, 0, FAILED, (), "real failure"))
         original = ended.append
         ended_hook = lambda r: (at_end.append(ran[0]), original(r))  # noqa: E731 - records the order

@@ -24,8 +24,6 @@ node's clock (``use_sim_time`` follows ``/clock``).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import threading
 import time
 from dataclasses import replace
@@ -52,6 +50,7 @@ from timely_robot.link.rules import ACTIVE, STANDBY, PlannerTerm
 from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.config.params import FleetParams
+from llm_planner_node.service.cancel_rights import CancelRights
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, StatusIn, safe_text
 from llm_planner_node.ros.action_server import FinishLaterActionServer, mark_cancelling, rcutils_log_emitter
 from llm_planner_node.ros.failover import (JOURNAL_MIN_S, JOURNAL_PERIOD_S, ROLE_PERIOD_S, TAKEOVER_STAGGER_S,
@@ -145,8 +144,7 @@ class PlannerNode(LifecycleNode):
         self.service: PlannerService | None = None
         self._lock = threading.Lock()
         self.goal_handles: dict[str, Any] = {}  # goal id -> action goal handle (feedback, operator cancels)
-        self._cancel_keys: dict[str, str] = {}  # goal id -> SHA-256 of its client's cancel secret
-        self.cancel_refusals: dict[str, int] = {}
+        self.cancel_rights = CancelRights(lambda: self.params.security.cancel_operator_keys_sha256)
         self.goals_callback_group = ReentrantCallbackGroup()
         self._log = HotPathLog(self.get_logger())
         # created at configure, destroyed at cleanup and shutdown (_create_entities, _destroy_entities)
@@ -385,8 +383,7 @@ class PlannerNode(LifecycleNode):
         if self._journal_following:
             with self._journal_lock:
                 self._unjournaled[goal_id] = time.monotonic()
-        if g.cancel_key_sha256:
-            self._cancel_keys[goal_id] = g.cancel_key_sha256.strip().lower()[:64]
+        self.cancel_rights.protect(goal_id, g.cancel_key_sha256)
         reason = service.submit(goal_id, goal, lambda outcome: self._end_goal(handle, goal_id, outcome))
         if reason is not None:
             self._end_goal(handle, goal_id, reason)
@@ -394,7 +391,7 @@ class PlannerNode(LifecycleNode):
     def _end_goal(self, handle: Any, goal_id: str, outcome: Request | str) -> None:
         """The goal's end (a rejection reason or its terminal request): result to the client."""
         self.goal_handles.pop(goal_id, None)
-        self._cancel_keys.pop(goal_id, None)
+        self.cancel_rights.forget(goal_id)
         if self._journal_following:
             with self._journal_lock:
                 self._unjournaled.pop(goal_id, None)
@@ -414,32 +411,22 @@ class PlannerNode(LifecycleNode):
         domain can name any goal id, which goal status topics publish), so a goal whose client
         set a cancel key is cancelled only through ``planner/cancel_goal``."""
         goal_id = bytes(handle.goal_id.uuid).hex()
-        if goal_id in self._cancel_keys:
-            self._refuse_cancel("protected goal: cancel it through planner/cancel_goal with its secret")
+        if not self.cancel_rights.standard_cancel(goal_id):
             return CancelResponse.REJECT
         if self.service is not None:
             self.service.cancel(goal_id)
         return CancelResponse.ACCEPT
 
-    def _refuse_cancel(self, why: str) -> None:
-        self.cancel_refusals[why] = self.cancel_refusals.get(why, 0) + 1
-
     def _on_cancel_goal(self, request: Any, response: Any) -> Any:
         """``planner/cancel_goal``: cancel a goal for its own client (the secret of the goal's
         cancel key) or an operator (``security.cancel_operator_keys_sha256``)."""
-        digest = hashlib.sha256(request.secret.encode()).hexdigest() if request.secret else ""
-        key = self._cancel_keys.get(request.goal_id)
-        operators = {h.strip().lower() for h in self.params.security.cancel_operator_keys_sha256.split(",") if h.strip()}
-        if request.goal_id not in self.goal_handles:
-            response.accepted, response.message = False, "no such goal in flight"
-        elif digest and (hmac.compare_digest(digest, key or "") or digest in operators):
-            mark_cancelling(self.goal_handles[request.goal_id])  # ends CANCELED, as with a standard cancel
+        handle = self.goal_handles.get(request.goal_id)
+        response.accepted, response.message = self.cancel_rights.cancel_by_secret(
+            request.goal_id, request.secret, handle is not None)
+        if response.accepted:
+            mark_cancelling(handle)  # ends CANCELED, as with a standard cancel
             if self.service is not None:
                 self.service.cancel(request.goal_id)
-            response.accepted, response.message = True, "cancelling"
-        else:
-            self._refuse_cancel("wrong or missing secret")
-            response.accepted, response.message = False, "refused: not the goal's client or an operator"
         return response
 
     def _reject(self, handle: Any, goal_id: str, robot_id: str, reason: str) -> Any:
@@ -633,7 +620,7 @@ class PlannerNode(LifecycleNode):
             message=(f"queue of {snap.queued} past {QUEUE_WARN}" if q_level else
                      f"{snap.active_goals} goal(s) in flight, {'accepting' if service.accepting else 'not accepting'}"),
             values=[KeyValue(key=k, value=str(v)) for k, v in sorted(snap.counters.items())]
-            + [KeyValue(key=f"cancel refused: {k}", value=str(v)) for k, v in sorted(self.cancel_refusals.items())]
+            + [KeyValue(key=f"cancel refused: {k}", value=str(v)) for k, v in sorted(self.cancel_rights.refusals.items())]
             + [KeyValue(key="cancel refused: cancel all",
                         value=str(self._server.refused_cancel_all if self._server else 0))])
         r_level = DiagnosticStatus.WARN if snap.silent_robots else DiagnosticStatus.OK
@@ -777,7 +764,7 @@ class PlannerNode(LifecycleNode):
                     fresh.append(JournalEntry(goal_id=goal_id, goal=GoalIn.of(handle.request), age_s=max(0.0, now - at)))
         # a whole entry carries its client's cancel key (the service does not know it)
         entries = tuple(replace(e, cancel_key_sha256=key) if not e.progress_only
-                        and (key := self._cancel_keys.get(e.goal_id)) else e for e in take.entries + tuple(fresh))
+                        and (key := self.cancel_rights.key_of(e.goal_id)) else e for e in take.entries + tuple(fresh))
         link.write(JournalOut(term, take.snapshot, entries, () if take.snapshot else ended, take.cpu_s))
 
     def take_over(self, why: str) -> list[str]:
@@ -818,8 +805,7 @@ class PlannerNode(LifecycleNode):
                 continue
             handles[e.goal_id] = handle
             self.goal_handles[e.goal_id] = handle
-            if e.cancel_key_sha256:
-                self._cancel_keys[e.goal_id] = e.cancel_key_sha256
+            self.cancel_rights.protect(e.goal_id, e.cancel_key_sha256)
             adopted.append(e.goal_id)
         service.accepting = True
         service.adopt([e for e in entries if e.goal_id in handles],

@@ -74,7 +74,7 @@ def test_only_the_goals_client_or_an_operator_can_cancel_it(ros_context):
             ra, rb = a.result(30), b.result(30)
             assert ra.status == 2 and rb.status == 2, (ra.message, rb.message)
             assert a.action_status() == 5  # action_msgs GoalStatus.STATUS_CANCELED, as a ROS cancel ends
-            assert f.planner.cancel_refusals == {
+            assert f.planner.cancel_rights.refusals == {
                 "protected goal: cancel it through planner/cancel_goal with its secret": 1,
                 "wrong or missing secret": 1}
             assert f.planner._server.refused_cancel_all == 1

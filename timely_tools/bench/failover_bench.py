@@ -964,11 +964,11 @@ def summarize(sender: Sender, rec: Recorder, events: list[dict[str, Any]], unpro
                    else f"{names.get(b.status, b.status)}: " + re.sub(r"[0-9a-f]{32}", "<id>", b.message)[:60])
             busy_because[why] = busy_because.get(why, 0) + 1
             if b is not None and b.handle.goal_id not in blocking:
-                accepted = b.handle.accepted_stamp
+                stamp = b.handle.accepted_stamp
                 blocking[b.handle.goal_id] = {
                     "robot": b.robot, "sent_at_s": round(b.sent - t_phase, 3),
-                    "accepted_at_s": None if accepted is None else round(
-                        accepted - (time.time() - (time.monotonic() - t_phase)), 3),
+                    "accepted_at_s": None if stamp is None else round(
+                        stamp - (time.time() - (time.monotonic() - t_phase)), 3),
                     "ended_at_s": None if b.ended_at is None else round(b.ended_at - t_phase, 3),
                     "status": why, "refusals": 0}
             if b is not None:

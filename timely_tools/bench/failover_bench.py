@@ -92,7 +92,7 @@ The process exits 0 when every target holds (no lost goal, no duplicate, no stal
 no lease stop, every event taken over, >= 95 % of the goals in flight succeeded, the stopped
 planner fenced, no unprovoked takeover), else 1.
 
-Run: ``timely-fleet bench failover [--kills 5] [--seconds 120] [--json PATH]``; with a real model:
+Run: ``timely-fleet bench failover [--kills 5] [--seconds 180] [--json PATH]``; with a real model:
 ``--model smollm2-135m-planner`` (vLLM on CPU: every planner process loads the model, a minute or
 more, before the next event; use fewer robots, e.g. ``--drones 10 --arms 4 --chats 2``, and a
 larger ``--seconds``).
@@ -1069,9 +1069,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "fenced (default)")
     parser.add_argument("--no-stop-once", dest="stop_once", action="store_false", help="no SIGSTOP event")
     parser.add_argument("--seed", type=int, default=1, help="seeds the event moments and the goals")
-    parser.add_argument("--seconds", type=float, default=120.0,
+    parser.add_argument("--seconds", type=float, default=180.0,
                         help="the goal phase's budget, from the first goal to the end of the drain; events that "
-                             "no longer fit are skipped (default 120)")
+                             "no longer fit are skipped (default 180: six events, each waiting for a new standby "
+                             "to load its engine and the object check's meaning model)")
     parser.add_argument("--settle-s", type=float, default=5.0,
                         help="goals go on this long after the last takeover, before the drain (default 5)")
     parser.add_argument("--drain-s", type=float, default=20.0,

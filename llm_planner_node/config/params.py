@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from timely_robot.config import (ParamError, RobotParams, SecurityParams, mapping_of, parse_robots,
-                                 parse_security, read_yaml, rule, suggest, take_fields, unknown_key)
+from timely_robot.config import (ParamError, RobotParams, SecurityParams, check_sections, mapping_of, parse_robots,
+                                 parse_security, read_yaml, rule, take_fields, unknown_key)
 from llm_planner_node.core.tuf import tuf_problem
 from llm_planner_node.core.plan_limits import DEFAULT_PLAN_LIMITS, PlanLimits
 from llm_planner_node.core.sampling import DEFAULT_SAMPLING, Sampling
@@ -287,11 +287,7 @@ def plan_objects(robot: RobotParams) -> tuple[str, ...]:
 
 def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> FleetParams:
     """Validate a parsed YAML document; raise ParamError naming the offending key."""
-    if not isinstance(data, dict):
-        raise ParamError("the parameter file must be a YAML mapping with 'planner' and 'robots'")
-    for key in data:
-        if key not in ("planner", "robots", "security"):
-            raise ParamError(f"unknown top-level section '{key}' ({suggest(key, ('planner', 'robots', 'security'))})")
+    check_sections(data, "the parameter file must be a YAML mapping with 'planner' and 'robots'")
     security = parse_security(data.get("security"))
     raw = dict(mapping_of(data.get("planner"), "planner", "policy, engine, batching, ..."))
     for key in raw:

@@ -298,6 +298,20 @@ class SecurityParams:
     lease_grace_s: float = rule(0.0, ge=0, unit="seconds")
 
 
+#: the fleet YAML's top-level sections
+SECTIONS = ("planner", "robots", "security")
+
+
+def check_sections(data: Any, not_a_mapping: str) -> None:
+    """``data`` is a mapping of known top-level sections (ParamError ``not_a_mapping`` if it is
+    no mapping; one naming the unknown section otherwise)."""
+    if not isinstance(data, dict):
+        raise ParamError(not_a_mapping)
+    for key in data:
+        if key not in SECTIONS:
+            raise ParamError(f"unknown top-level section '{key}' ({suggest(key, SECTIONS)})")
+
+
 def parse_security(value: Any) -> SecurityParams:
     """The ``security:`` section (absent: the defaults)."""
     security = SecurityParams(**take_fields(mapping_of(value, "security", "mode, keystore, per_robot_topics"),
@@ -389,11 +403,7 @@ def load_robot_side(path: str | Path) -> tuple[tuple[RobotParams, ...], Security
     section is the planner's and is not read here."""
     data = read_yaml(path)
     try:
-        if not isinstance(data, dict):
-            raise ParamError("the parameter file must be a YAML mapping with 'robots'")
-        for key in data:
-            if key not in ("planner", "robots", "security"):
-                raise ParamError(f"unknown top-level section '{key}' ({suggest(key, ('planner', 'robots', 'security'))})")
+        check_sections(data, "the parameter file must be a YAML mapping with 'robots'")
         return parse_robots(data.get("robots")), parse_security(data.get("security"))
     except ParamError as e:
         raise ParamError(f"{path}: {e}") from None

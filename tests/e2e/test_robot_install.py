@@ -20,10 +20,10 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 NORMAL = (1.0, -2.0, 1.0)
 
 
-def _robot_env(home) -> dict[str, str]:
+def _robot_env() -> dict[str, str]:
     """A user's shell on the robot's computer: no planner venv, no ROS paths; the test's ROS domain
     and loopback discovery kept (tests talk only to loopback)."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", str(home)), "LANG": "C.UTF-8",
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.path.expanduser("~"), "LANG": "C.UTF-8",
            "ROS_DOMAIN_ID": os.environ["ROS_DOMAIN_ID"],
            "ROS_AUTOMATIC_DISCOVERY_RANGE": os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")}
     for k in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CONFIG_FILE", "TMPDIR"):
@@ -34,9 +34,7 @@ def _robot_env(home) -> dict[str, str]:
 
 def test_a_robot_computer_runs_its_adapters_without_the_planner(tmp_path, ros_context):
     venv = tmp_path / "venv-robot"
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {**_robot_env(home), "TIMELY_ROBOT_VENV": str(venv), "TIMELY_ROBOT_DETECTOR": "0"}
+    env = {**_robot_env(), "TIMELY_ROBOT_VENV": str(venv), "TIMELY_ROBOT_DETECTOR": "0"}
     p = subprocess.run(["make", "-s", "setup-robot"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "ready" in p.stdout

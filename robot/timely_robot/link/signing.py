@@ -107,6 +107,13 @@ class RobotKey:
         return f"RobotKey(robot_id={self.robot_id!r}, key_id={self.key_id!r}, secret=<{len(self.secret)} bytes>)"
 
 
+def _read_key_file(path: Path) -> tuple[dict[str, Any], bytes, str, str]:
+    """A key file's JSON, secret, key id and robot id (OSError, ValueError, KeyError or TypeError
+    when it is none)."""
+    data = json.loads(path.read_text())
+    return data, bytes.fromhex(data["key"]), str(data["key_id"]), str(data["robot_id"])
+
+
 class Keystore:
     """A directory of per-robot keys: ``<path>/<robot_id>.key`` as JSON
     ``{"robot_id", "key_id", "key": <64 hex digits>, "created": <ISO 8601 UTC>}``, file mode 0600,
@@ -200,9 +207,7 @@ class Keystore:
             raise KeystoreError(f"key file {path} is accessible by other users "
                                 f"(mode {stat.S_IMODE(st.st_mode):o}): run 'chmod 600 {path}'")
         try:
-            data = json.loads(path.read_text())
-            secret = bytes.fromhex(data["key"])
-            stored_id, stored_robot = str(data["key_id"]), str(data["robot_id"])
+            _data, secret, stored_id, stored_robot = _read_key_file(path)
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise KeystoreError(f"key file {path} is not a valid key ({type(e).__name__}): "
                                 f"rotate it with '{KEYS_COMMAND} --rotate {robot_id}'") from None
@@ -216,11 +221,9 @@ class Keystore:
             os.makedirs(self.path, mode=0o700, exist_ok=True)
             os.chmod(self.path, 0o700)  # makedirs' mode is masked by the umask
 
-    def _write_tmp(self, robot_id: str) -> tuple[Path, RobotKey]:
-        secret = secrets.token_bytes(KEY_BYTES)
-        key = RobotKey(robot_id, key_id_of(secret), secret)
-        body = json.dumps({"robot_id": robot_id, "key_id": key.key_id, "key": secret.hex(),
-                           "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+    def _write_private(self, robot_id: str, body: str) -> Path:
+        """``body`` in a temporary file of the keystore, mode 0600 and synced, to be linked or
+        renamed into place."""
         fd, tmp = tempfile.mkstemp(prefix=f".{robot_id}.", suffix=".tmp", dir=self.path)  # mode 0600
         try:
             os.fchmod(fd, 0o600)
@@ -231,7 +234,14 @@ class Keystore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return Path(tmp), key
+        return Path(tmp)
+
+    def _write_tmp(self, robot_id: str) -> tuple[Path, RobotKey]:
+        secret = secrets.token_bytes(KEY_BYTES)
+        key = RobotKey(robot_id, key_id_of(secret), secret)
+        body = json.dumps({"robot_id": robot_id, "key_id": key.key_id, "key": secret.hex(),
+                           "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+        return self._write_private(robot_id, body), key
 
     def create(self, robot_id: str) -> bool:
         """Create the robot's key unless it exists; True when this call created it."""
@@ -260,9 +270,7 @@ class Keystore:
         check_robot_id(robot_id)
         src = Path(source).expanduser()
         try:
-            data = json.loads(src.read_text())
-            secret = bytes.fromhex(data["key"])
-            stored_id, stored_robot = str(data["key_id"]), str(data["robot_id"])
+            data, secret, stored_id, stored_robot = _read_key_file(src)
         except FileNotFoundError:
             raise KeystoreError(f"key file {src} does not exist") from None
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -272,17 +280,14 @@ class Keystore:
         if len(secret) != KEY_BYTES or stored_id != key_id_of(secret):
             raise KeystoreError(f"key file {src} is inconsistent (its length or key id): copy it again")
         self._make_dir()
-        fd, tmp = tempfile.mkstemp(prefix=f".{robot_id}.", suffix=".tmp", dir=self.path)
+        tmp = self._write_private(robot_id, json.dumps(data))
         try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(json.dumps(data) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
             os.replace(tmp, self.file_of(robot_id))
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
+        with self._lock:
+            self._cache.pop(robot_id, None)
         return RobotKey(robot_id, stored_id, secret)
 
     def ensure(self, robot_ids: Iterable[str]) -> list[str]:

@@ -19,7 +19,7 @@ known to be held by a standby.
 
 A standby keeps what it heard in a :class:`~llm_planner_node.service.takeover.JournalReplica`;
 when it has heard no journal for ``takeover_s`` (default ``lease_s / 2``) it takes over
-(:meth:`PlannerNode.take_over`) with the goals the replica holds. Every planner publishes its role
+(:meth:`~llm_planner_node.service.failover_role.FailoverRole.take_over`) with the goals the replica holds. Every planner publishes its role
 and term (``timely_fleet/PlannerRole`` on ``planner/active``) whenever they change, and a standby
 every :data:`ROLE_PERIOD_S` besides: clients re-attach to a new active planner, standbys see each
 other and the active planner sees who follows it. Any number of standbys may follow one active
@@ -30,9 +30,10 @@ higher term than its own has been replaced (it was paused or cut off): it stops 
 so does an active planner that reads one of its own term from a planner whose name sorts first
 (two standbys that took over at once: one yields).
 
-This module holds the ROS side of that protocol (messages, QoS, signing, the writer thread); what
-a journal entry holds, how a replica follows and how a goal is adopted is in
-:mod:`llm_planner_node.service.takeover` (ROS-free).
+This module holds the ROS side of that protocol (messages, QoS, signing, the writer thread); when
+to journal, to take over or to yield is decided in :mod:`llm_planner_node.service.failover_role`,
+and what a journal entry holds, how a replica follows and how a goal is adopted in
+:mod:`llm_planner_node.service.takeover` (both ROS-free).
 """
 
 from __future__ import annotations
@@ -55,13 +56,9 @@ from llm_planner_node.core.text import safe_text
 from llm_planner_node.ros.messages import JOURNAL_ACK_TOPIC, JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
 from timely_robot.link.signing import Counter, RobotKey, mac_bytes, message_fields, sign, verify
 from llm_planner_node.service.ports import GoalIn
+from llm_planner_node.service.failover_role import JOURNAL_PERIOD_S, JournalOut
 from llm_planner_node.service.takeover import JournalEntry, JournalReplica, aged
 
-#: The active planner's journal goes out this often (the changes since the last one, batched; an
-#: empty delta when nothing changed: a standby's silence clock is measured against it), and within
-#: JOURNAL_MIN_S of a goal the action server accepted.
-JOURNAL_PERIOD_S = 0.2
-JOURNAL_MIN_S = 0.05
 #: While a standby follows, a snapshot of every goal in flight goes out this often (a delta the
 #: standby applied wrongly is mended within it), and at most every SNAPSHOT_MIN_S on request.
 SNAPSHOT_PERIOD_S = 30.0
@@ -73,36 +70,8 @@ ACK_PERIOD_S = 0.2
 #: Journals the writer keeps for a reader that has not acknowledged them yet (DDS reliability): a
 #: reader that falls further behind misses some, notices the gap and asks for a snapshot.
 JOURNAL_DEPTH = 200
-#: A standby re-announces its role this often; one unheard for STANDBY_GONE_S counts as gone.
-ROLE_PERIOD_S = 1.0
+#: A standby unheard for STANDBY_GONE_S (it re-announces its role every ROLE_PERIOD_S) counts as gone.
 STANDBY_GONE_S = 3.0
-#: A standby's takeover waits this much longer for every live standby that ranks before it.
-TAKEOVER_STAGGER_S = 0.5
-
-
-class SilenceWatch:
-    """The active planner's silence as a standby judges it: the real time since the last journal
-    heard, found past the takeover time at two watch ticks in a row before it counts. rclpy's
-    executor runs the timers of one wait before its subscriptions and waits again before a
-    timer's next tick, so between the two ticks every subscription that had a message at the
-    first tick's wait has been taken: a standby that did not run for a while (starved on a loaded
-    host, paused) reads a journal the living active planner sent meanwhile before it could judge
-    it dead, and one that died is judged a tick later than its silence, still at the real time
-    of the silence."""
-
-    def __init__(self) -> None:
-        self._past: float | None = None  # the heard_at a tick last found past the takeover time
-
-    def observe(self, heard_at: float | None, now: float, takeover_s: float) -> float | None:
-        """The silence to act on at this tick (``now``), or None: no journal heard yet, not past
-        ``takeover_s``, or past it only since this tick; ``heard_at``: when the last journal arrived."""
-        if heard_at is None or now - heard_at < takeover_s:
-            self._past = None
-            return None
-        if self._past != heard_at:  # first found past: once more, after the journals waiting are read
-            self._past = heard_at
-            return None
-        return now - heard_at
 
 
 #: Goals a journal may carry (a rogue's oversize journal is dropped whole).
@@ -273,19 +242,6 @@ def journal_problem(msg: Any, key: RobotKey | None, kind: str = "journal") -> st
     return None
 
 
-@dataclass(frozen=True)
-class JournalOut:
-    """One journal for the writer thread: a ``snapshot`` (every goal in flight) or a delta (the
-    goals that changed; ``ended``: those that ended), at ``term``; ``take_cpu_s``: what taking the
-    entries cost the scheduler thread."""
-
-    term: int
-    snapshot: bool
-    entries: tuple[JournalEntry, ...] = ()
-    ended: tuple[str, ...] = ()
-    take_cpu_s: float = 0.0
-
-
 @dataclass
 class JournalStats:
     """What the active planner's journal cost: journals and snapshots published, goal entries and
@@ -309,15 +265,16 @@ class Heard:
 
 class FailoverLink:
     """The journal, acknowledgement and role topics of one planner node (module docstring).
-    ``on_higher_term(term, node)``: another planner claims a term above this one's (called from
-    the executor). The writer thread starts with the link and stops at :meth:`destroy`."""
+    ``role``: the planner's role (a :class:`~llm_planner_node.service.failover_role.FailoverRole`:
+    its ``term`` and ``role``, and ``on_higher_term(term, node)``, called from the executor when
+    another planner claims a term above this one's). The writer thread starts with the link and
+    stops at :meth:`destroy`."""
 
-    def __init__(self, node: Any, lease_s: float, key: RobotKey | None, counter: Counter,
-                 on_higher_term: Callable[[int, str], None]) -> None:
+    def __init__(self, node: Any, lease_s: float, key: RobotKey | None, counter: Counter, role: Any) -> None:
         self._node = node
         self._key = key
         self._counter = counter
-        self._on_higher_term = on_higher_term
+        self._role = role
         self.lease_s = lease_s
         self._sequence = 0
         self._lock = threading.Lock()  # the dicts the executor and the writer share (held briefly)
@@ -340,7 +297,7 @@ class FailoverLink:
         self._ack_pub = node.create_publisher(JournalAck, JOURNAL_ACK_TOPIC, ACK_QOS)
         self._role_pub = node.create_publisher(PlannerRole, ROLE_TOPIC, LATCHED_QOS)
         # fencing follows the signed journal only: planner/active is unsigned (clients read it); a
-        # standby's role there tells an active planner that one follows it (see PlannerNode._resumed)
+        # standby's role there tells an active planner that one follows it (see FailoverRole.resumed)
         self.standby_seen = False
         # the journal arrives serialized: this planner's own journals are recognised by their
         # node field and never deserialized (DDS hands a node its own publications too)
@@ -492,8 +449,9 @@ class FailoverLink:
             self._drop(why)
             return
         term = int(msg.term)
-        if term > self._node.term or (term == self._node.term and msg.node < self._name):
-            self._on_higher_term(term, msg.node)
+        mine = self._role.term
+        if term > mine or (term == mine and msg.node < self._name):
+            self._role.on_higher_term(term, msg.node)
         heard = self.heard
         if heard is not None and term < int(heard.msg.term):
             self._drop("journal of an older term")
@@ -503,7 +461,7 @@ class FailoverLink:
                                          f"after {heard.msg.node} (term {heard.msg.term})")
         now = time.monotonic()
         self.heard = Heard(msg, now)
-        if getattr(self._node, "role", "standby") != "standby":
+        if self._role.role != "standby":
             return
         was_in_sync = self.replica.needs_snapshot is None
         need = self.replica.apply(msg, now)

@@ -2,12 +2,11 @@
 
 :func:`attach` gives a :class:`~.node.PlannerNode` the two services (``timely_fleet/srv/StopRobots``,
 ``timely_fleet/srv/ApproveSegment``); :func:`approval_notice` and :func:`operator_cancelling` are
-the two operator ports of :class:`~llm_planner_node.service.ports.PlannerPorts` the node
-implements with them (the "waiting for approval" action feedback, and a goal that an operator
-ends goes to CANCELING first so that its action ends CANCELED, as with ``planner/cancel_goal``). :func:`diagnostics`
-is the node's ``<node>: operator`` status on ``/diagnostics``: goals waiting for approval (WARN),
-the operator counters and the last events (every stop, approval request, approval, denial,
-time-out and refused request).
+the two operator ports of :class:`~llm_planner_node.service.ports.PlannerPorts` that
+:class:`~.planner_ports.RosPorts` implements with them (the "waiting for approval" action feedback, and a goal that an operator
+ends goes to CANCELING first so that its action ends CANCELED, as with ``planner/cancel_goal``). The
+node's ``<node>: operator`` status on ``/diagnostics`` (goals waiting for approval, the operator
+counters and the last events) is :meth:`llm_planner_node.service.health_report.HealthReport.operator`.
 
 The right to stop or decide is the one ``planner/cancel_goal`` checks for operators: a secret
 whose SHA-256 (hex) is listed in ``security.cancel_operator_keys_sha256``. With
@@ -53,12 +52,11 @@ def _refused(node: Any, what: str, operator: str, why: str) -> None:
     node.log("warning", text)
 
 
-def approval_notice(node: Any, goal_id: str, req: Any, index: int, text: str) -> None:
-    """The operator port that tells a goal's client its segment ``index`` waits for approval
-    (an action feedback message whose text is the notice)."""
+def approval_notice(handle: Any, req: Any, index: int, text: str) -> None:
+    """The operator port that tells a goal's client (its action goal ``handle``, if any) that its
+    segment ``index`` waits for approval (an action feedback message whose text is the notice)."""
     from timely_fleet.action import PlanTask
 
-    handle = node.goal_handles.get(goal_id)
     if handle is not None:
         handle.publish_feedback(PlanTask.Feedback(
             index=req.seq_base + index, plan=len(req.earlier), text=text, skills=[], final=False,
@@ -66,11 +64,11 @@ def approval_notice(node: Any, goal_id: str, req: Any, index: int, text: str) ->
             generation_s=req.gen_end[index] - req.gen_start[index] if index < len(req.gen_end) else 0.0))
 
 
-def operator_cancelling(node: Any, goal_id: str) -> None:
-    """The operator port that moves a goal an operator ends to CANCELING (it ends CANCELED)."""
+def operator_cancelling(handle: Any) -> None:
+    """The operator port that moves a goal an operator ends (its action goal ``handle``, if any)
+    to CANCELING (it ends CANCELED)."""
     from llm_planner_node.ros.action_server import mark_cancelling
 
-    handle = node.goal_handles.get(goal_id)
     if handle is not None:
         mark_cancelling(handle)
 
@@ -110,24 +108,3 @@ def attach(node: Any) -> None:
 
     node.create_service(StopRobots, STOP_SERVICE, on_stop, callback_group=node.goals_callback_group)
     node.create_service(ApproveSegment, APPROVE_SERVICE, on_approve, callback_group=node.goals_callback_group)
-
-
-def diagnostics(node: Any) -> list[Any]:
-    """The ``<node>: operator`` status (empty while the node is not configured)."""
-    from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
-
-    service = node.service
-    if service is None:
-        return []
-    waiting, counters, events = service.operator_view()
-    if waiting:
-        level = DiagnosticStatus.WARN
-        listed = ", ".join(f"{robot} segment {k} of goal {gid[:8]} for {s:.0f} s" for gid, robot, k, s in waiting[:10])
-        message = f"{len(waiting)} goal(s) waiting for approval: {listed}" + (", ..." if len(waiting) > 10 else "")
-    else:
-        level = DiagnosticStatus.OK
-        message = f"last: {events[-1]}" if events else "no operator action yet"
-    values = [KeyValue(key=k, value=str(v)) for k, v in sorted(counters.items())]
-    values += [KeyValue(key=f"event {len(events) - i}", value=e) for i, e in enumerate(events)]
-    return [DiagnosticStatus(level=level, name=f"{node.get_name()}: operator", hardware_id=node.get_name(),
-                             message=message, values=values)]

@@ -59,7 +59,7 @@ def test_a_truncated_plan_is_not_a_completed_goal_in_the_simulator_or_the_live_r
     assert whole.end is EndKind.SUCCEEDED
     from timely_fleet.msg import GoalResult
 
-    def recorded(req):  # the node's planner/results record of the goal (node.PlannerNode._finish)
+    def recorded(req):  # the node's planner/results record of the goal (planner_ports.RosPorts.result)
         r, g = build_result(req), req.goal
         return GoalResult(status=r.status, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha,
                           beta=g.tuf.beta, segments=r.segments)

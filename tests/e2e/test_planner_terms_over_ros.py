@@ -31,7 +31,7 @@ def test_the_adapter_obeys_only_the_highest_planner_term(ros_context, tmp_path):
     from timely_fleet.msg import RobotStatus, SkillSegment
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS, heartbeat_message
+    from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, STATUS_QOS
     from llm_planner_node.up import running_fleet
 
     # the term-1 planner with the adapter; the term-2 planner in its own namespace (its own action
@@ -56,8 +56,7 @@ def test_the_adapter_obeys_only_the_highest_planner_term(ros_context, tmp_path):
             assert res.status == SUCCEEDED, res.message
             assert core.term == 1
             # the term-2 planner speaks to the robot (a heartbeat, as a planner taking over would)
-            new.planner.publish("d1", heartbeat_message("0" * 32, "d1", new.planner.get_clock().now().to_msg(),
-                                                        new.planner.term))
+            new.planner.ports.heartbeat("0" * 32, "d1")
             assert wait_until(lambda: core.term == 2, 5), core.term
             fenced_at = time.monotonic()
             # the term-1 planner's next goal: its segment, re-sends and the stop at the goal's end
@@ -74,9 +73,9 @@ def test_the_adapter_obeys_only_the_highest_planner_term(ros_context, tmp_path):
             assert not any(e.goal_id == h.goal_id for e in core.events)
             assert core.stale_term_drops == old.adapters.link_drops[STALE]
             # the term-1 planner raises its term above 2: it commands the robot again
-            old.planner.set_term(3)
+            old.planner.failover.set_term(3)
             with pytest.raises(ValueError):
-                old.planner.set_term(3)
+                old.planner.failover.set_term(3)
             res = client.send("d1", "tc,90;", tuf=NORMAL).result(20)
             assert res.status == SUCCEEDED, res.message
             assert core.term == 3

@@ -52,7 +52,7 @@ def test_forged_statuses_change_nothing_and_are_counted(ros_context, tmp_path, p
             assert client.wait_for_server(20), client.wait_problem
             h = client.send("a1", "desk cleaning", tuf=NORMAL)  # ~11 arm segments: long at time scale 0.2
             assert wait_until(lambda: h.feedback, 10)
-            verifier = f.planner._verifier
+            verifier = f.planner.status_reader.verifier
             before = verifier.counts()
             # (1) unsigned: DONE for every segment and a FAILED with the rogue's text
             for k in range(12):

@@ -76,6 +76,7 @@ def test_a_planner_tells_its_own_journal_by_the_node_field_of_the_serialized_byt
 
 def test_standbys_take_over_in_the_order_of_their_names_and_a_tie_at_one_term_leaves_one_active(ros_context):
     import time
+    from types import SimpleNamespace
 
     import rclpy
     from timely_fleet.msg import PlannerJournal, PlannerRole
@@ -84,12 +85,13 @@ def test_standbys_take_over_in_the_order_of_their_names_and_a_tie_at_one_term_le
     from llm_planner_node.ros.failover import FailoverLink
     from timely_robot.link.signing import Counter
 
-    claims = []
+    claims, nodes = [], []
 
     def link(name, term):
         node = rclpy.create_node(name, context=ros_context)
-        node.term = term
-        return node, FailoverLink(node, 3.0, None, Counter(), lambda t, n: claims.append((name, t, n)))
+        nodes.append(node)
+        role = SimpleNamespace(term=term, role="standby", on_higher_term=lambda t, n: claims.append((name, t, n)))
+        return role, FailoverLink(node, 3.0, None, Counter(), role)
 
     (na, a), (nb, b) = link("standby_a", 1), link("standby_b", 1)
     try:
@@ -111,8 +113,9 @@ def test_standbys_take_over_in_the_order_of_their_names_and_a_tie_at_one_term_le
         a._on_journal(PlannerJournal(node=b.name, term=3))  # a higher term: a was replaced
         assert claims[-1] == ("standby_a", 3, b.name)
     finally:
-        for n, lk in ((na, a), (nb, b)):
+        for lk in (a, b):
             lk.destroy()
+        for n in nodes:
             n.destroy_node()
 
 
@@ -121,12 +124,14 @@ def test_a_standby_that_joins_late_or_misses_a_journal_asks_for_a_snapshot_and_a
     journal is a delta: it asks for a snapshot on planner/journal_ack); the snapshot makes it
     whole and it acknowledges it; a journal whose sequence skips one makes it ask again."""
     import time
+    from types import SimpleNamespace
 
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from timely_fleet.msg import PlannerJournal
 
-    from llm_planner_node.ros.failover import JournalOut, FailoverLink, journal_qos, sign_journal
+    from llm_planner_node.ros.failover import FailoverLink, journal_qos, sign_journal
+    from llm_planner_node.service.failover_role import JournalOut
     from llm_planner_node.ros.messages import JOURNAL_TOPIC
     from timely_robot.link.signing import Counter, RobotKey
 
@@ -134,8 +139,8 @@ def test_a_standby_that_joins_late_or_misses_a_journal_asks_for_a_snapshot_and_a
 
     def make(name, role):
         node = rclpy.create_node(name, context=ros_context)
-        node.term, node.role = 1, role
-        return node, FailoverLink(node, 3.0, key, Counter(), lambda t, n: None)
+        return node, FailoverLink(node, 3.0, key, Counter(), SimpleNamespace(term=1, role=role,
+                                                                            on_higher_term=lambda t, n: None))
 
     (na, active), (ns, standby) = make("journal_active", "active"), make("journal_standby", "standby")
     forger = rclpy.create_node("journal_gap", context=ros_context)
@@ -188,7 +193,7 @@ def test_a_standby_acts_on_the_active_planners_silence_at_the_second_tick_that_f
     before the next tick), the second acts on it; a journal heard in between disarms it."""
     from pytest import approx
 
-    from llm_planner_node.ros.failover import SilenceWatch
+    from llm_planner_node.service.failover_role import SilenceWatch
 
     w = SilenceWatch()
     assert w.observe(None, 10.0, 1.5) is None        # no journal heard yet

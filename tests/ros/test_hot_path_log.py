@@ -1,4 +1,4 @@
-"""The node's per-goal log lines (node.HotPathLog) reach the rcutils logger like any rclpy log
+"""The node's per-goal log lines (hot_path_log.HotPathLog) reach the rcutils logger like any rclpy log
 line: the node's logger name, the level filter, one line each."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ def test_lines_go_to_the_nodes_logger_and_follow_its_level(ros_context, capfd):
     from rclpy.logging import LoggingSeverity
     from rclpy.node import Node
 
-    from llm_planner_node.ros.node import HotPathLog
+    from llm_planner_node.ros.hot_path_log import HotPathLog
 
     node = Node("hot_path_log_test", context=ros_context)
     log = HotPathLog(node.get_logger())

@@ -177,7 +177,7 @@ def test_a_fenced_planner_sends_its_robots_nothing(ros_context):
     from timely_fleet.msg import SkillSegment
 
     from llm_planner_node.ros.goal_client import GoalClient, spinning
-    from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS, heartbeat_message
+    from timely_robot.link.ros import SEGMENTS_TOPIC, SHARED_SEGMENT_QOS
     from llm_planner_node.up import running_fleet
 
     client = GoalClient(ros_context, namespace="fenced")
@@ -187,12 +187,10 @@ def test_a_fenced_planner_sends_its_robots_nothing(ros_context):
             spinning(client.node, ros_context):
         planner = f.planner
 
-        def beat(goal_id):
-            planner.publish("d1", heartbeat_message(goal_id, "d1", planner.get_clock().now().to_msg(), planner.term))
-
-        assert wait_until(lambda: (beat("a" * 32), any(m.goal_id == "a" * 32 for m in got))[1], 10)
-        planner._fence("another planner took over")  # noqa: SLF001 - as the failover tick does
-        beat("b" * 32)
+        assert wait_until(lambda: (planner.ports.heartbeat("a" * 32, "d1"),
+                                   any(m.goal_id == "a" * 32 for m in got))[1], 10)
+        planner.failover.fence("another planner took over")  # as a higher term's journal does
+        planner.ports.heartbeat("b" * 32, "d1")
         time.sleep(0.5)
         assert not any(m.goal_id == "b" * 32 for m in got)  # its robots are the other planner's now
     client.destroy()

@@ -74,7 +74,7 @@ Metrics (JSON keys):
   saw; ``stale_term_drops``: the adapters' own count of messages they dropped for a stale term;
   ``stale_starts``: details of any stale start;
 - ``takeovers``; ``takeover_s``: from the kill (or stop) to the new active planner's
-  ``planner/active`` stamp (the end of ``PlannerNode.take_over``, same host clock);
+  ``planner/active`` stamp (the end of ``FailoverRole.take_over``, same host clock);
   ``takeover_s_p50``, ``takeover_s_max``, against ``lease_s`` and ``takeover_s_target`` (the
   planner's ``takeover_s``: ``lease_s / 2`` by default, counted from the last journal heard, not
   from the kill); per event (``events``): ``first_new_term_message_s`` (the new term's first

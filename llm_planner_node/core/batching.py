@@ -55,9 +55,9 @@ priority order is never skipped.
      16 goals at once: 0.63-0.65 s for all plans instead of 0.79-0.98 s; simulated overload
      (``timely-fleet bench overload``): utility 99.7 % instead of 99.0 % at 400 agents,
      throughput unchanged. Comparing with the waiting generation's rank (2026-11-24): 64 goals
-     at time scale 0.02, all plans in 1.01 s instead of 1.61 s (median of 5; before, any
-     waiting first segment suspended, and 70 suspensions per burst were resumed after 19 ms
-     at the median while the waiting goals stayed queued); overload unchanged (99.7 % at 400
+     at time scale 0.02, all plans in 1.01 s instead of 1.61 s (median of 5; suspending any
+     waiting first segment instead resumed 70 suspensions per burst after 19 ms at the median
+     while the waiting goals stayed queued); overload unchanged (99.7 % at 400
      agents, -358 at 1,000, -13,148 at 5,000);
   6. overload control (``hopeless``): ``keep`` (default) leaves the policy's order alone;
      ``shed`` ends at once a goal not started yet whose best possible utility is already

@@ -384,8 +384,8 @@ def test_skipping_the_empty_queue_decision_changes_no_schedule(policy):
 
 def test_every_policy_meets_the_same_robot_durations():
     """Simulated robot durations are drawn per (goal, segment, call), not in dispatch order:
-    two policies that dispatch the same goals in different orders meet the same durations
-    (before, goal 2's first segment ran 4.6 s under vllm and 1.2 s under timelyllm)."""
+    two policies that dispatch the same goals in different orders meet the same durations (drawn
+    in dispatch order, goal 2's first segment would run 4.6 s under vllm and 1.2 s under timelyllm)."""
     arrivals = [Arrival(0.0, goal_for(t, f"drone{i}")) for i, t in enumerate((1, 2, 6))]
     runs = {p: simulate(arrivals, p, seed=0) for p in ("vllm", "timelyllm")}
     durations = {p: [[e - s for s, e in zip(r.exec_start, r.exec_end)] for r in res.requests]

@@ -128,7 +128,7 @@ class _OneCat:
 def test_a_perception_after_the_node_is_destroyed_publishes_nothing_and_fails_nothing(ros_context, caplog):
     """`timely-fleet up` stops its robots, then destroys the adapter node; a drone's perception
     still running on a skill's thread (or a last status) must find the node closed, not a
-    destroyed publisher (before: "perception listener failed ... InvalidHandle" in the log)."""
+    destroyed publisher (which would log "perception listener failed ... InvalidHandle")."""
     from test_minispec_interpreter import FakeTello
 
     from timely_robot.outcomes import RobotState

@@ -388,8 +388,8 @@ class DeadEngine(RealtimeSimEngine):
 
 def test_a_dead_engine_without_a_factory_ends_goals_and_refuses_new_ones_once():
     """No engine left: the goal that reached the core ends ENGINE_FAILED with the error, later
-    goals are refused at once with it, and the dead engine is not stepped again (before, the
-    scheduler re-stepped it in a hot loop, logging each failure, and the goal never ended)."""
+    goals are refused at once with it, and the dead engine is not stepped again (a scheduler that
+    re-stepped it would spin in a hot loop, logging each failure, and the goal would never end)."""
     svc, ports = service(engine=DeadEngine(WallClock()))
     try:
         reason, ended = submit(svc)

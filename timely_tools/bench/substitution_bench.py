@@ -16,9 +16,9 @@ common name or a kind ("find an animal") or by purpose ("something to cut paper 
 Two rows per model, on the live vLLM engine with the plan grammar, as the node plans
 (:mod:`.plans_bench`'s path):
 
-* ``classes_only`` (the node before: the grammar's objects are the detector's classes, nothing
+* ``classes_only`` (no object check: the grammar's objects are the detector's classes, nothing
   checks them): how many plans about another thing would run;
-* ``checked`` (the node now): the intake's refusal, a grammar admitting any name (a camera
+* ``checked`` (as the node plans): the intake's refusal, a grammar admitting any name (a camera
   drone's, ``config.params.plan_objects``), and before each segment the object check
   (``grounding.objects.ObjectCheck``, the planner service's); a refused segment and everything
   after it is not dispatched.
@@ -238,7 +238,7 @@ def run_model(model: str, items: Sequence[Item], planner: Any, *, concurrency: i
     try:
         build = pb.prompt_builder(engine_params, prompt_options_for(model))
         plans = [it.plan for it in items]
-        # the grammar's objects: the detector's classes (before), any name (the node's now)
+        # the grammar's objects: the detector's classes (no check), any name (as the node plans)
         for label, objects in (("classes_only", tuple(nameable(COCO_LABELS))), ("checked", ())):
             def limit(it: pm.Instruction, prompt: object, objects: tuple[str, ...] = objects) -> int:
                 return pb.node_max_tokens(planner.max_tokens, "drone", grammar=True,

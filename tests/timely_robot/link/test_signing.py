@@ -222,8 +222,9 @@ def test_a_restarted_receiver_refuses_what_was_signed_before_it_started():
 
 def test_a_restarted_adapter_does_not_run_a_recorded_segment_again(store):
     """Over the verifier: a segment signed and accepted by an adapter is refused by that
-    adapter's restarted verifier 60 s later (before, a fresh verifier took anything up to 10
-    minutes old)."""
+    adapter's restarted verifier 60 s later: a fresh verifier takes counters from a few seconds
+    before its start on (its replay guard's start grace, for clock skew), not anything inside a
+    signature's 10-minute validity."""
     t = [10**15]
     seg = sec.sign_segment_msg(FakeSegment(), store.key("tello_1"), t[0])
     assert LinkVerifier(store, "sign", ReplayGuard(clock_us=lambda: t[0])).check_segment(seg, "tello_1") is None

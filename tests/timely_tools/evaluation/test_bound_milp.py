@@ -160,9 +160,9 @@ def test_eval_bound_adds_row_pct_and_json(tmp_path, capsys):
 
 def test_the_bound_still_bounds_when_goals_wait_for_their_robot():
     """One plan per robot: two goals for the only drone at t=0, the second reaches the planner
-    when the first is done and is served alone. Against the arrivals' bound (both sharing the
-    engine from t=0, 0.975) both policies scored 102.5%; each policy's bound is now over its
-    goals as they reached the planner, and no policy scores above it."""
+    when the first is done and is served alone. A bound over the arrivals (both goals sharing the
+    engine from t=0: 0.975) would be below what both policies score (102.5%); each policy's bound
+    is over its goals as they reached the planner, and no policy scores above it."""
     import dataclasses
 
     from timely_robot.skills import SkillCall

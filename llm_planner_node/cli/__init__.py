@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from llm_planner_node import __version__
+from timely_robot.environment import reexec_through
 from timely_robot.errors import CommandError
 from llm_planner_node.errors import is_user_error
 
@@ -76,18 +77,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 _SOURCE_ROOT = Path(__file__).resolve().parents[2]
 _ENV_SH = _SOURCE_ROOT / "scripts" / "env.sh"
-
-
-def _ensure_environment(argv: list[str]) -> None:
-    """Re-exec through scripts/env.sh once if the ROS environment is not set up."""
-    if os.environ.get("TIMELY_FLEET_ENV") == "1" or os.environ.get("ROS_DISTRO"):
-        return
-    if not _ENV_SH.is_file():
-        return
-    os.execv(
-        "/bin/bash",
-        ["bash", "-c", 'source "$0" && exec "$@"', str(_ENV_SH), sys.executable, "-m", "llm_planner_node.cli", *argv],
-    )
 
 
 def _command_of(argv: list[str]) -> str | None:
@@ -152,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str], command: str | None) -> int:
     if command is not None:
-        _ensure_environment(argv)
+        reexec_through(_ENV_SH, "llm_planner_node.cli", argv)
     ros_args: list[str] = []
     if "--ros-args" in argv:  # ROS arguments (-p, --params-file, -r ...) go to the node, not argparse
         i = argv.index("--ros-args")

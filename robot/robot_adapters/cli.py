@@ -11,7 +11,6 @@ fix ends the command with one sentence on stderr and exit status 2."""
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 
 from timely_robot import __version__
+from timely_robot.environment import reexec_through
 
 ENV_SCRIPT = "timely_robot_env.sh"
 
@@ -29,17 +29,6 @@ def _environment_script() -> Path | None:
         if path.is_file():
             return path
     return None
-
-
-def _ensure_environment(argv: list[str]) -> None:
-    """Re-exec through the environment script once if the ROS environment is not set up."""
-    if os.environ.get("TIMELY_FLEET_ENV") == "1" or os.environ.get("ROS_DISTRO"):
-        return
-    script = _environment_script()
-    if script is None:
-        return
-    os.execv("/bin/bash", ["bash", "-c", 'source "$0" && exec "$@"', str(script), sys.executable, "-m",
-                           "robot_adapters.cli", *argv])
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -172,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"timely-robot {__version__}")
         return 0
     if args.command == "up":
-        _ensure_environment(argv)
+        reexec_through(_environment_script(), "robot_adapters.cli", argv)
     from timely_robot.config import ParamError
     from timely_robot.errors import CommandError
     from timely_robot.link.signing import KeystoreError

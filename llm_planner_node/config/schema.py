@@ -91,13 +91,18 @@ _ROBOT_DESCRIPTIONS = {"kind": "robot kind", "skill_set": "skill set the planner
                        "adapter": "how the robot is reached (see README 'Configure')",
                        "host": "address of real hardware (tello, indy adapters)",
                        "budget": "what one goal may make the robot do (YAML mapping: max_calls, max_translation_cm, "
-                                 "max_rotation_deg, duration_factor, duration_floor_s, fence_cm); '' = the kind's default",
+                                 "max_rotation_deg, duration_factor, duration_floor_s, fence_cm, fence_map_m, max_speed_mps); "
+                                 "'' = the kind's default",
                        "objects": "objects the robot knows (named in the prompt; the only object arguments its grammar admits)",
                        "approval": "segments an operator must approve before dispatch (YAML mapping: skills, all, "
                                    "timeout_s); '' = none",
                        "perception": "where the robot's perceived objects come from (YAML mapping: source map|topic|"
                                      "scene|camera|none and its keys); '' = not declared",
-                       "simulator": "a protocol simulator's world (YAML mapping: scene, battery_pct); '' = defaults"}
+                       "simulator": "a protocol simulator's world (YAML mapping: scene, battery_pct); '' = defaults",
+                       "places": "a base's named places, [x, y, yaw] in the map frame (m, degrees) (YAML mapping); "
+                                 "'' = none",
+                       "nav2": "a base's Nav2 interfaces (YAML mapping: namespace, cmd_vel_stamped, pose_topic, "
+                               "odom_topic); '' = Nav2's defaults"}
 
 
 @dataclass(frozen=True)
@@ -198,8 +203,10 @@ def _budget_text(budget: Any) -> str:
 
     if isinstance(budget, Mapping):  # robots.<id>.perception: the mapping as written
         return yaml.safe_dump(dict(budget), default_flow_style=True, sort_keys=False).strip()
-    diff = {f.name: getattr(budget, f.name) for f in fields(budget)}
-    diff = {k: (list(v) if isinstance(v, tuple) else v) for k, v in diff.items()}
+    def plain(v: Any) -> Any:  # tuples (a fence's corners too) as YAML lists
+        return [plain(x) for x in v] if isinstance(v, tuple) else v
+
+    diff = {f.name: plain(getattr(budget, f.name)) for f in fields(budget)}
     return yaml.safe_dump(diff, default_flow_style=True).strip()
 
 
@@ -303,7 +310,7 @@ def from_flat(flat: Mapping[str, Any]) -> FleetParams:
         if parts[0] == "robots" and len(parts) == 3:
             if parts[1] not in robots:
                 raise ParamError(f"{name}: robot '{parts[1]}' is not in {ROBOT_IDS} {ids}: add it there first")
-            if parts[2] in ("budget", "approval", "perception", "simulator"):
+            if parts[2] in ("budget", "approval", "perception", "simulator", "places", "nav2"):
                 import yaml
 
                 value = (yaml.safe_load(value) or None) if isinstance(value, str) else value

@@ -57,6 +57,14 @@ DEFAULT_TABLE: dict[str, dict[str, SkillTime]] = {
         "close_gripper": SkillTime(0.6), "wipe": SkillTime(5.0), "look": SkillTime(0.3),
         "wait": SkillTime(0.0, 1.0, spread=0.0),
     },
+    "base": {
+        "go_to": SkillTime(6.0, scene_max_s=50.0), "go_to_pose": SkillTime(6.0, scene_max_s=50.0),
+        "move_forward": SkillTime(0.5, 0.04), "move_backward": SkillTime(0.5, 0.04),
+        "turn_cw": _TURN, "turn_ccw": _TURN, "stop": SkillTime(0.2),
+        "scan": SkillTime(1.0, scene_max_s=8.0), "is_visible": _PERCEIVE,
+        "delay": SkillTime(0.0, 0.001, spread=0.0),
+        "log": SkillTime(0.01, spread=0.0), "re_plan": SkillTime(0.01, spread=0.0),
+    },
     "chat": {"say": SkillTime(0.0, 0.2, spread=0.2)},  # 300 words/min = 0.2 s per word
 }
 DEFAULT_TABLE["sim"] = DEFAULT_TABLE["drone"]

@@ -105,8 +105,21 @@ CHAT_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("give me a fun fact about bees", "Bees talk to each other by dancing. The dance shows where the flowers are."),
 )
 
+BASE_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("drive to the dock", "go_to(dock);"),
+    ("go to the office and then come back to the dock", "go_to(office);go_to(dock);"),
+    ("move ahead one meter", "move_forward(100);"),
+    ("back up 30 cm", "move_backward(30);"),
+    ("turn right 90 degrees", "turn_cw(90);"),
+    ("turn around", "turn_cw(180);"),
+    ("go to the point x 4 y 6 on the map", "go_to_pose(4, 6);"),
+    ("stop right there", "stop();"),
+    ("go to the lab and look for a chair", "go_to(lab);_1=scan(chair);->_1;"),
+    ("is there a person in front of you?", "_1=is_visible(person);->_1;"),
+)
+
 EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
-    "minispec": DRONE_EXAMPLES, "arm": ARM_EXAMPLES, "chat": CHAT_EXAMPLES,
+    "minispec": DRONE_EXAMPLES, "arm": ARM_EXAMPLES, "base": BASE_EXAMPLES, "chat": CHAT_EXAMPLES,
 }
 
 _NUMBER_WORDS = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "half",

@@ -753,7 +753,7 @@ def _chat(g: PlanGrammar, lim: PlanLimits) -> None:
                           Rep(Chars(tuple((c, c) for c in _CLOSERS)), 0, 2)))
 
 
-_KIND_LANGUAGE = {"drone": "minispec", "sim": "minispec", "arm": "arm", "chat": "chat"}
+_KIND_LANGUAGE = {"drone": "minispec", "sim": "minispec", "arm": "arm", "base": "minispec", "chat": "chat"}
 LANGUAGES = ("minispec", "arm", "chat")
 
 

@@ -43,6 +43,7 @@ PLAN_MARKER = "Plan:"
 _HEADER = {
     "drone": "You plan for a drone. Write MiniSpec.",
     "arm": "You plan for a robot arm. Write skill calls.",
+    "base": "You plan for a mobile base. Write MiniSpec.",
     "chat": "You are a friendly storyteller. Answer in plain sentences.",
 }
 _RULES = {
@@ -54,6 +55,11 @@ _RULES = {
         "Rules: one call per statement, end each with ;. Objects are snake_case names. "
         "Positions in mm. Start and end with home();."
     ),
+    "base": (
+        "Rules: end each statement with ;. Calls: name,arg. Blocks: ?cond{...}; and n{...};. "
+        "Variables _1=call;. Return ->value;. Go to places by name; poses x,y in metres on the map. "
+        "Moves 10-300 cm, turns 1-360 degrees."
+    ),
     "chat": "Rules: tell the story in 3 to 5 short sentences, about 40 to 70 words. End each sentence with a period.",
 }
 _EXAMPLES = {
@@ -64,6 +70,10 @@ _EXAMPLES = {
     "arm": (
         ("put the pen in the cup", "home(); look(pen); pick(pen); place(pen, cup); home();"),
         ("push the book 50 mm", "home(); push(book, 50); home();"),
+    ),
+    "base": (
+        ("go to the kitchen", "gt,kitchen;"),
+        ("check whether anyone is in the hall", "gt,hall;_1=s,person;->_1;"),
     ),
     "chat": (
         ("say hello", "Hello there."),
@@ -146,6 +156,7 @@ def prompt_options_for(model: str) -> PromptOptions:
 _INSTRUCT_HEADER = {
     "drone": "You are the planner of a small indoor drone. Turn the user's request into a plan.",
     "arm": "You are the planner of a robot arm over a table. Turn the user's request into a plan.",
+    "base": "You are the planner of a mobile robot base in a building. Turn the user's request into a plan.",
     "chat": "You are a friendly robot that talks with people.",
 }
 _INSTRUCT_RULES = {
@@ -156,6 +167,10 @@ _INSTRUCT_RULES = {
     "arm": ("Write only the plan: skill calls like pick(cup); one after another, each ending with ;. "
             "Objects are snake_case names. Positions and distances are in mm (1 cm = 10 mm). "
             "Use only the skills listed."),
+    "base": ("Write only the plan: skill calls like go_to(kitchen); one after another, each ending with ;. "
+             "Go to places by their names; poses are x, y in metres on the map; distances are in cm "
+             "(1 m = 100 cm); turning around is 180 degrees. Optional: conditions _1=scan(person);?_1==True{log(found);}; "
+             "and ->_1; to end with an answer. Use only the skills listed."),
     "chat": "Answer in 1 to 4 short, plain sentences. Do not repeat yourself.",
 }
 
@@ -205,8 +220,9 @@ def system_message(robot_kind: str = "drone", skill_set: SkillSet | None = None,
 
 def language_key(robot_kind: str, skill_set: SkillSet) -> str:
     """The example library of a goal: its plan language."""
-    return {"drone": "minispec", "sim": "minispec", "arm": "arm", "chat": "chat"}.get(
-        robot_kind, {"drone": "minispec", "arm": "arm", "chat": "chat"}.get(skill_set.robot_kind, "minispec"))
+    return {"drone": "minispec", "sim": "minispec", "arm": "arm", "base": "base", "chat": "chat"}.get(
+        robot_kind, {"drone": "minispec", "arm": "arm", "base": "base", "chat": "chat"}.get(skill_set.robot_kind,
+                                                                                           "minispec"))
 
 
 def chat_messages(instruction: str, robot_kind: str = "drone", skill_set: SkillSet | None = None, *,

@@ -149,7 +149,7 @@ def register_segmenter(name: str, factory: Any) -> None:
     if name not in SEGMENTER_NAMES:
         raise ValueError(f"segmenter {name!r} is not one of {SEGMENTER_NAMES}")
     _FACTORIES[name] = factory
-_KIND_TO_SEGMENTER = {"drone": "minispec", "sim": "minispec", "arm": "arm", "chat": "chat-sentence"}
+_KIND_TO_SEGMENTER = {"drone": "minispec", "sim": "minispec", "arm": "arm", "base": "minispec", "chat": "chat-sentence"}
 
 
 def get_segmenter(kind_or_name: str, skill_set: SkillSet | str | None = None, **opts: Any) -> Segmenter:

@@ -741,6 +741,7 @@ class AdapterCore:
         run.timer = self.loop.call_later(self.skill_budget_s(call), lambda: self._on_timeout(run))
         token = run.waiting = object()
         run.t0 = self.clock()
+        self.executor.use_budget(run.goal.meter)
         self.executor.start(call, self._cancel, lambda v, e: self._call_done(run, token, v, e), self.loop)
 
     def _call_done(self, run: _Run, token: object, value: Any, err: BaseException | None) -> None:

@@ -95,6 +95,12 @@ class SkillExecutor:
 
         run_blocking(loop, self.halt, done)
 
+    def use_budget(self, meter: Any) -> None:
+        """The budget meter (:class:`timely_robot.budgets.BudgetMeter`) of the goal whose call
+        starts next; the adapter core sets it before every call. An executor that learns a
+        motion's extent only when it plans it (a base's route) checks and charges it there, and
+        watches the measured motion against it; default: nothing."""
+
     def scene_view(self) -> list[str] | None:
         """What the robot sees now, as TypeFly's scene entries (``cat x:0.28 y:0.52 width:0.10
         height:0.12``); None: it has no camera, or none answers now. May block (a detection)."""

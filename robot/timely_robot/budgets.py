@@ -1,8 +1,10 @@
 """Per-robot budgets: how much one goal's plan may make a robot do, whatever the model wrote.
 
 A :class:`Budget` bounds a goal's skill calls (loops unrolled), its total translation and
-rotation (drones), its duration (a factor of the execution-time model's prediction, with a
-floor) and, for drones, a geofence: a box relative to the take-off point. Plan-language bounds
+rotation (drones, bases), its duration (a factor of the execution-time model's prediction, with a
+floor) and a geofence: for drones a box relative to the take-off point, for bases a polygon in
+the ``map`` frame (metres) that every planned path must stay in and the measured pose is watched
+against while the base moves, with a speed limit. Plan-language bounds
 (loop counts, nesting, statements) are the grammar's (:mod:`.plan_limits`).
 
 The same budget is checked twice, by two parties that do not trust each other's code:
@@ -52,6 +54,12 @@ class Budget:
     #: drones: the box the robot must stay in, cm relative to the take-off point (x forward, y
     #: right, z up at take-off): (x_min, x_max, y_min, y_max, z_min, z_max)
     fence_cm: tuple[float, float, float, float, float, float] | None = None
+    #: bases: the polygon the robot must stay in, metres in the ``map`` frame, [[x, y], ...] (at
+    #: least 3 corners): every planned path is checked against it before the base moves, and the
+    #: measured pose while it moves
+    fence_map_m: tuple[tuple[float, float], ...] | None = None
+    #: bases: the fastest the measured speed may be (m/s); faster, the base is stopped
+    max_speed_mps: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_calls < 1:
@@ -67,12 +75,25 @@ class Budget:
             if len(f) != 6 or not (f[0] < f[1] and f[2] < f[3] and f[4] < f[5]):
                 raise ValueError(f"budget fence_cm must be [x_min, x_max, y_min, y_max, z_min, z_max] "
                                  f"with each min < max, got {list(f)}")
+        if self.fence_map_m is not None:
+            pts = self.fence_map_m
+            if len(pts) < 3 or any(len(p) != 2 for p in pts) or polygon_area(pts) == 0.0:
+                raise ValueError(f"budget fence_map_m must be a polygon of at least 3 corners [[x, y], ...] "
+                                 f"(metres, map frame) enclosing an area, got {[list(p) for p in pts]}")
+        if self.max_speed_mps is not None and self.max_speed_mps <= 0:
+            raise ValueError(f"budget max_speed_mps must be > 0, got {self.max_speed_mps}")
 
     def merged(self, overrides: Mapping[str, Any] | None) -> "Budget":
         """This budget with some fields replaced (unknown names raise ValueError)."""
         kw = dict(overrides or {})
         if kw.get("fence_cm") is not None:  # a YAML list; the dataclass holds a tuple
             kw["fence_cm"] = tuple(float(v) for v in kw["fence_cm"])
+        if kw.get("fence_map_m") is not None:  # a YAML list of [x, y]
+            try:
+                kw["fence_map_m"] = tuple((float(x), float(y)) for x, y in kw["fence_map_m"])
+            except (TypeError, ValueError):
+                raise ValueError(f"budget fence_map_m must be a list of [x, y] corners in metres, "
+                                 f"got {kw['fence_map_m']!r}") from None
         return with_overrides(self, kw, "budget setting", "settings")
 
     def duration_limit_s(self, predicted_s: float) -> float:
@@ -81,12 +102,14 @@ class Budget:
 
 
 #: Defaults per robot kind: a drone flies at most 50 skills, 30 m and 5 full turns per goal; an
-#: arm runs at most 30 skills. A drone's geofence is set per robot in the YAML (``fence_cm``):
+#: arm runs at most 30 skills; a base drives at most 30 skills, 100 m and 5 full turns, at most 1 m/s
+#: (its map fence, ``fence_map_m``, is per robot in the YAML). A drone's geofence is set per robot in the YAML (``fence_cm``):
 #: where its take-off point is, only its operator knows.
 DEFAULT_BUDGETS: dict[str, Budget] = {
     "drone": Budget(max_calls=50, max_translation_cm=3000.0, max_rotation_deg=1800.0),
     "sim": Budget(max_calls=50, max_translation_cm=3000.0, max_rotation_deg=1800.0),
     "arm": Budget(max_calls=30),
+    "base": Budget(max_calls=30, max_translation_cm=10000.0, max_rotation_deg=1800.0, max_speed_mps=1.0),
     "chat": Budget(max_calls=20),
 }
 
@@ -186,6 +209,34 @@ class BudgetMeter:
                                      f"z={after[2]:.0f} cm, the fence is {list(self.budget.fence_cm)}")  # type: ignore[arg-type]
         self.used = total
 
+    def route_problem(self, route_m: Sequence[Sequence[float]]) -> str | None:
+        """A base's planned route (map frame, metres: its start, the path's poses, the goal): why
+        it must not be driven (it leaves the map fence, or its length would take the goal past
+        its distance budget), else None; the route's length is then charged."""
+        fence = self.budget.fence_map_m
+        if fence is not None:
+            out = path_outside(fence, route_m)
+            if out is not None:
+                return (f"outside the geofence: the route passes x={out[0]:.2f} y={out[1]:.2f} m (map), "
+                        f"the fence is {[list(p) for p in fence]}")
+        cm = path_length(route_m) * 100.0
+        total = self.used + Cost(0, cm, 0.0)
+        why = exceeded(self.budget, total)
+        if why is not None:
+            return f"exceeds budget: the route is {cm / 100:.1f} m; {why}"
+        self.used = total
+        return None
+
+    def watch(self, x_m: float, y_m: float, speed_mps: float) -> str | None:
+        """A base's measured pose (map frame) and speed while it moves: why it must stop (outside
+        the map fence, faster than the speed limit), else None."""
+        fence, vmax = self.budget.fence_map_m, self.budget.max_speed_mps
+        if fence is not None and not in_polygon(fence, x_m, y_m):
+            return f"left the geofence at x={x_m:.2f} y={y_m:.2f} m (map)"
+        if vmax is not None and speed_mps > vmax:
+            return f"exceeds the speed limit: {speed_mps:.2f} m/s > {vmax:g} m/s"
+        return None
+
     def over_time(self, now: float) -> str | None:
         """Why the plan has run longer than its duration budget, or None."""
         limit = self.budget.duration_limit_s(self.predicted_s)
@@ -217,3 +268,44 @@ def pose_after(pose: Sequence[float], call: SkillCall) -> tuple[float, float, fl
 
 def inside(fence: Sequence[float], p: Sequence[float]) -> bool:
     return fence[0] <= p[0] <= fence[1] and fence[2] <= p[1] <= fence[3] and fence[4] <= p[2] <= fence[5]
+
+
+def polygon_area(pts: Sequence[Sequence[float]]) -> float:
+    """The polygon's area (shoelace formula; m^2 for a map fence)."""
+    n = len(pts)
+    return abs(sum(pts[i][0] * pts[(i + 1) % n][1] - pts[(i + 1) % n][0] * pts[i][1] for i in range(n))) / 2.0
+
+
+def in_polygon(pts: Sequence[Sequence[float]], x: float, y: float) -> bool:
+    """Whether (x, y) is inside the polygon or on its edge (ray casting)."""
+    inside_, n = False, len(pts)
+    for i in range(n):
+        (x1, y1), (x2, y2) = pts[i], pts[(i + 1) % n]
+        if min(x1, x2) - 1e-9 <= x <= max(x1, x2) + 1e-9 and min(y1, y2) - 1e-9 <= y <= max(y1, y2) + 1e-9:
+            cross = (x2 - x1) * (y - y1) - (y2 - y1) * (x - x1)
+            if abs(cross) <= 1e-9 * max(1.0, math.hypot(x2 - x1, y2 - y1)):
+                return True  # on the edge
+        if (y1 > y) != (y2 > y) and x < x1 + (y - y1) * (x2 - x1) / (y2 - y1):
+            inside_ = not inside_
+    return inside_
+
+
+def path_outside(fence: Sequence[Sequence[float]], path: Sequence[Sequence[float]], step_m: float = 0.05) -> tuple[float, float] | None:
+    """The first point of ``path`` (map frame, metres; consecutive points joined by straight
+    lines, sampled every ``step_m``) outside the fence polygon, or None: the route stays in."""
+    for k, p in enumerate(path):
+        if k == 0:
+            pts = [p]
+        else:
+            q = path[k - 1]
+            n = max(1, int(math.ceil(math.hypot(p[0] - q[0], p[1] - q[1]) / step_m)))
+            pts = [(q[0] + (p[0] - q[0]) * j / n, q[1] + (p[1] - q[1]) * j / n) for j in range(1, n + 1)]
+        for x, y in pts:
+            if not in_polygon(fence, float(x), float(y)):
+                return (float(x), float(y))
+    return None
+
+
+def path_length(path: Sequence[Sequence[float]]) -> float:
+    """The length of a polyline (metres for a map path)."""
+    return sum(math.hypot(path[k][0] - path[k - 1][0], path[k][1] - path[k - 1][1]) for k in range(1, len(path)))

@@ -226,7 +226,7 @@ def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
     return dict(value)
 
 
-ADAPTERS = ("sim", "tello", "tello-sim", "indy", "indy-sim", "external")
+ADAPTERS = ("sim", "tello", "tello-sim", "indy", "indy-sim", "nav2", "nav2-sim", "external")
 
 
 @dataclass(frozen=True)
@@ -252,6 +252,12 @@ class RobotParams:
     #: the YAML ``simulator:`` mapping of a simulated robot (tello-sim, indy-sim): the world its
     #: simulator holds (``scene``) and, for the Tello simulator, its ``battery_pct``. None: defaults
     simulator: Mapping[str, Any] | None = field(default=None, hash=False)
+    #: a base's named places: name -> [x, y, yaw] in the ``map`` frame (metres, degrees); the
+    #: planner names them in the prompt and its grammar admits them as ``go_to`` places
+    places: Mapping[str, Any] | None = field(default=None, hash=False)
+    #: a base's Nav2 interfaces (:data:`NAV2_KEYS`): the namespace of its Nav2 stack, whether
+    #: ``cmd_vel`` is TwistStamped (Kilted's default) or Twist, the pose and odometry topics
+    nav2: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @property
     def effective_budget(self) -> Budget:
@@ -259,7 +265,11 @@ class RobotParams:
 
 
 _ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception",
-               "simulator")
+               "simulator", "places", "nav2")
+#: a base's ``nav2:`` keys and their defaults (Nav2 Kilted's own names)
+NAV2_KEYS: dict[str, Any] = {"namespace": "", "cmd_vel_stamped": True, "pose_topic": "amcl_pose", "odom_topic": "odom"}
+#: the adapters of a mobile base (``kind: base``)
+BASE_ADAPTERS = ("nav2", "nav2-sim", "sim", "external")
 #: values of a robot's ``perception.source``; ``scene`` only on the simulated adapters
 PERCEPTION_SOURCES = ("map", "topic", "scene", "camera", "none")
 _SCENE_ADAPTERS = ("indy-sim", "tello-sim", "sim")
@@ -324,6 +334,46 @@ def parse_security(value: Any) -> SecurityParams:
     return security
 
 
+def _places(value: Any, where: str, kind: str) -> dict[str, list[float]] | None:
+    """A base's ``places:``: name -> [x, y] or [x, y, yaw] (map frame, metres, degrees)."""
+    if value is None:
+        return None
+    example = "{kitchen: [16.0, 3.0, 90], dock: [2.0, 2.0]}"
+    if kind != "base":
+        raise ParamError(f"{where}: named places are a mobile base's (kind: base), not a {kind}'s")
+    if not isinstance(value, dict) or not value:
+        raise ParamError(f"{where} must be a mapping of place names to [x, y, yaw] in the map frame, e.g. {example}")
+    if len(value) > 100:
+        raise ParamError(f"{where}: at most 100 places")
+    out: dict[str, list[float]] = {}
+    for name, pose in value.items():
+        if not isinstance(name, str) or not name.strip() or len(name) > 64 or not name.replace("_", "").isalnum():
+            raise ParamError(f"{where}: place name {name!r} must be letters, digits and '_' (at most 64)")
+        if not (numbers(pose, 2) or numbers(pose, 3)):
+            raise ParamError(f"{where}.{name} must be [x, y] or [x, y, yaw] (metres, degrees), got {pose!r}")
+        x, y, *yaw = (float(v) for v in pose)
+        out[name] = [x, y, yaw[0] if yaw else 0.0]
+    return out
+
+
+def _nav2(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
+    """A base's ``nav2:`` mapping (:data:`NAV2_KEYS`), checked and completed with the defaults."""
+    if value is None:
+        return None
+    if adapter not in ("nav2", "nav2-sim"):
+        raise ParamError(f"{where}: Nav2 settings are for adapters nav2 and nav2-sim, not {adapter!r}")
+    if not isinstance(value, dict):
+        raise ParamError(f"{where} must be a mapping such as {{namespace: base1, cmd_vel_stamped: true}}, got {value!r}")
+    out = dict(NAV2_KEYS)
+    for key, v in value.items():
+        if key not in NAV2_KEYS:
+            raise unknown_key(where, key, tuple(NAV2_KEYS))
+        if not isinstance(v, type(NAV2_KEYS[key])):
+            raise ParamError(f"{where}.{key} must be a {type(NAV2_KEYS[key]).__name__}, got {v!r}")
+        out[key] = v
+    return out
+
+
 def parse_robots(value: Any) -> tuple[RobotParams, ...]:
     """The ``robots:`` list, each entry checked (its id, kind, skill set, adapter, budget,
     approval, perception and simulator)."""
@@ -371,10 +421,17 @@ def parse_robots(value: Any) -> tuple[RobotParams, ...]:
                 approval = approval_from(r["approval"], DEFAULT_SKILL_SETS[skill_set])
             except ValueError as e:
                 raise ParamError(f"{where}.approval: {e}") from None
+        if (kind == "base") != (adapter in ("nav2", "nav2-sim")) and adapter not in ("sim", "external"):
+            raise ParamError(f"{where}: adapter '{adapter}' is for " + ("mobile bases (kind: base)" if kind != "base"
+                             else f"another kind; a base's adapter is one of {', '.join(BASE_ADAPTERS)}"))
         perception = _perception(r.get("perception"), f"{where}.perception", kind, adapter)
         simulator = _simulator(r.get("simulator"), f"{where}.simulator", adapter)
-        robots.append(RobotParams(rid, kind, skill_set, adapter, host, tuple(o.strip() for o in objects), budget,
-                                  approval, perception, simulator))
+        places = _places(r.get("places"), f"{where}.places", kind)
+        nav2 = _nav2(r.get("nav2"), f"{where}.nav2", adapter)
+        # a base's places are things it knows by name: the prompt's and the grammar's, as objects are
+        known = tuple(dict.fromkeys([*(o.strip() for o in objects), *(places or {})]))
+        robots.append(RobotParams(rid, kind, skill_set, adapter, host, known, budget,
+                                  approval, perception, simulator, places, nav2))
     return tuple(robots)
 
 

@@ -242,6 +242,36 @@ def _arm_profiles() -> dict[str, SkillProfile]:
     }
 
 
+#: A Nav2 base's priors (learned online from its measured durations): driving at 0.5 m/s and
+#: turning at 1 rad/s, as the Nav2 simulator's defaults and a small indoor base's.
+BASE_SPEED_M_S = 0.5
+BASE_TURN_DEG_S = 57.3
+BASE_START_S = 0.5  # a behaviour's or a navigation's start (goal accepted, path planned)
+
+
+def _base_profiles() -> dict[str, SkillProfile]:
+    drive = tuple(BASE_START_S + 1.0 + d / BASE_SPEED_M_S for d in (2, 4, 6, 8, 10, 14, 18, 24))
+    turn = 1.0 / BASE_TURN_DEG_S
+    scan = tuple(0.3 + k * (45 * turn + 0.3) for k in range(9))  # 45-degree steps, 0-8 of them
+    src = f"assumed {BASE_SPEED_M_S} m/s, {BASE_TURN_DEG_S:.0f} deg/s (the Nav2 simulator's defaults)"
+    return {
+        "go_to": SkillProfile("go_to", 0.0, scene=drive, source=f"route of 2-24 m at {BASE_SPEED_M_S} m/s"),
+        "go_to_pose": SkillProfile("go_to_pose", 0.0, scene=drive, source=f"route of 2-24 m at {BASE_SPEED_M_S} m/s"),
+        "move_forward": SkillProfile("move_forward", BASE_START_S, 0.01 / 0.25, 0, "cm", 0.05,
+                                     source="DriveOnHeading at 0.25 m/s"),
+        "move_backward": SkillProfile("move_backward", BASE_START_S, 0.01 / 0.25, 0, "cm", 0.05,
+                                      source="BackUp at 0.25 m/s"),
+        "turn_cw": SkillProfile("turn_cw", BASE_START_S, turn, 0, "degrees", 0.05, source=src),
+        "turn_ccw": SkillProfile("turn_ccw", BASE_START_S, turn, 0, "degrees", 0.05, source=src),
+        "stop": SkillProfile("stop", 0.2, noise_cv=0.1, source="cancel + zero velocity"),
+        "scan": SkillProfile("scan", 0.0, scene=scan, source="45-degree Spin steps until seen, 0-8 of them"),
+        "is_visible": SkillProfile("is_visible", 0.05, noise_cv=0.2, source="reads latest detections"),
+        "delay": SkillProfile("delay", 0.0, 0.001, 0, "ms", 0.01, source="exact"),
+        "log": SkillProfile("log", 0.0, noise_cv=0.0),
+        "re_plan": SkillProfile("re_plan", 0.0, noise_cv=0.0),
+    }
+
+
 def _chat_profiles() -> dict[str, SkillProfile]:
     return {"say": SkillProfile("say", 0.0, 1.0 / CHAT_WORDS_PER_S, "words", "words", 0.15,
                                 source="300 words/min (TimelyLLM 5.5)")}
@@ -250,7 +280,8 @@ def _chat_profiles() -> dict[str, SkillProfile]:
 def default_profiles() -> dict[str, dict[str, SkillProfile]]:
     """Profiles per robot kind ("sim" robots fly MiniSpec with the drone's profile)."""
     drone = _tello_profiles()
-    return {"drone": drone, "sim": dict(drone), "arm": _arm_profiles(), "chat": _chat_profiles()}
+    return {"drone": drone, "sim": dict(drone), "arm": _arm_profiles(), "base": _base_profiles(),
+            "chat": _chat_profiles()}
 
 
 def scaled_profiles(

@@ -34,9 +34,10 @@ class ArgSpec:
     unit: str = ""
 
     #: Argument names that name a thing in the robot's scene (an arm wipes an area it finds in its
-    #: workspace, as it picks objects): with a list of known objects, the plan grammar admits only
-    #: those names there (``llm_planner_node/prompts/grammar.py``).
-    OBJECT_ARGS = ("object", "target", "area")
+    #: workspace, as it picks objects; a base goes to a named place of its map): with a list of
+    #: known objects, the plan grammar admits only those names there
+    #: (``llm_planner_node/prompts/grammar.py``).
+    OBJECT_ARGS = ("object", "target", "area", "place")
 
     @property
     def is_object(self) -> bool:
@@ -265,6 +266,32 @@ INDY7_ARM = SkillSet(
     ),
 )
 
+# A mobile base driven by Nav2: places and poses in the ``map`` frame (metres, degrees); short
+# motions through Nav2's behaviours (Spin, DriveOnHeading, BackUp), which keep its collision
+# checking. MiniSpec-style aliases, so its plans read as the drones' (conditionals, perception).
+NAV2_BASE = SkillSet(
+    id="nav2_base",
+    robot_kind="base",
+    description="mobile base over Nav2: named places, poses in the map frame, short motions",
+    skills=(
+        SkillSpec("go_to", (_a("place", "str"),), alias="gt", description="drive to a named place"),
+        SkillSpec("go_to_pose", (_a("x", "float", -100, 100, unit="m"), _a("y", "float", -100, 100, unit="m"),
+                                 _a("yaw", "float", -180, 180, optional=True, unit="degrees")),
+                  alias="gp", description="drive to a pose in the map frame (m, degrees)"),
+        SkillSpec("move_forward", (_a("distance", "int", 10, 300, unit="cm"),), alias="mf", description="drive straight forward"),
+        SkillSpec("move_backward", (_a("distance", "int", 10, 100, unit="cm"),), alias="mb", description="back up"),
+        SkillSpec("turn_cw", (_a("degrees", "int", 1, 360, unit="degrees"),), alias="tc", description="turn in place clockwise (to the right)"),
+        SkillSpec("turn_ccw", (_a("degrees", "int", 1, 360, unit="degrees"),), alias="tu", description="turn in place counter-clockwise (to the left)"),
+        SkillSpec("stop", alias="st", description="stop where it is"),
+        SkillSpec("scan", (_a("object", "str"),), alias="s", returns="bool",
+                  description="turn in place until the object is seen; scene-dependent duration"),
+        SkillSpec("is_visible", (_a("object", "str"),), alias="iv", kind="perception", returns="bool", description="whether the object is seen now"),
+        SkillSpec("delay", (_a("milliseconds", "int", 0, 10000, unit="ms"),), alias="d", kind="control", description="wait in place"),
+        SkillSpec("log", (_a("text", "str"),), alias="l", kind="control", description="write a message to the operator"),
+        SkillSpec("re_plan", alias="rp", kind="control", description="ask for a new plan"),
+    ),
+)
+
 # A chat robot "executes" text by speaking/showing it; reading at 300 words per minute
 # (TimelyLLM 5.5). The only skill is saying a sentence or paragraph.
 CHAT = SkillSet(
@@ -274,13 +301,14 @@ CHAT = SkillSet(
     skills=(SkillSpec("say", (_a("text", "str"),)),),
 )
 
-DEFAULT_SKILL_SETS: dict[str, SkillSet] = {s.id: s for s in (TELLO_MINISPEC, INDY7_ARM, CHAT)}
+DEFAULT_SKILL_SETS: dict[str, SkillSet] = {s.id: s for s in (TELLO_MINISPEC, INDY7_ARM, NAV2_BASE, CHAT)}
 
 #: Which skill set a robot kind uses when a goal names none. ``sim`` robots fly MiniSpec.
 DEFAULT_SKILL_SET_FOR_KIND: dict[str, str] = {
     "drone": "tello_minispec",
     "sim": "tello_minispec",
     "arm": "indy7_arm",
+    "base": "nav2_base",
     "chat": "chat",
 }
 

@@ -98,6 +98,7 @@ def test_ros_parameters_file_document_nests_the_flat_names(fleet):
     assert indy.pop("approval") == ""  # no segment waits for an operator
     assert indy.pop("perception") == ""  # none declared: the simulated arm uses its scene
     assert indy.pop("simulator") == ""  # the simulator's default world
+    assert indy.pop("places") == "" and indy.pop("nav2") == ""  # a base's
     assert indy == {"kind": "arm", "skill_set": "indy7_arm", "adapter": "indy-sim", "host": ""}
     assert p["plan_limits"]["minispec"]["max_loop"] == 12 and p["sampling"]["chat"]["repetition_penalty"] == 1.2
     assert p["robot_timeout_s"] == 30.0
@@ -152,7 +153,7 @@ def test_validate_update_refuses_invalid_values_with_params_sentences(fleet, cha
 
 def test_from_flat_reports_robot_mistakes_by_parameter_name(fleet):
     flat = to_flat(fleet)
-    with pytest.raises(ParamError, match=r"^robots\.indy_1\.kind 'boat' must be one of drone, sim, arm, chat$"):
+    with pytest.raises(ParamError, match=r"^robots\.indy_1\.kind 'boat' must be one of drone, sim, arm, base, chat$"):
         from_flat({**flat, "robots.indy_1.kind": "boat"})
     with pytest.raises(ParamError, match=r"^robots\.tello_1: adapter 'tello' needs the robot's 'host' address$"):
         from_flat({**flat, "robots.tello_1.adapter": "tello"})
@@ -180,7 +181,9 @@ _tuf = st.builds(TufParams, ert_s=_pos, alpha=st.floats(min_value=-50, max_value
 @st.composite
 def _robot(draw, rid):
     kind = draw(st.sampled_from(ROBOT_KINDS))
-    adapter = draw(st.sampled_from(ADAPTERS))
+    # a base's adapters drive bases only (timely_robot.config.BASE_ADAPTERS)
+    adapter = draw(st.sampled_from([a for a in ADAPTERS if (a in ("nav2", "nav2-sim")) == (kind == "base")
+                                    or a in ("sim", "external")]))
     host = draw(st.sampled_from(["10.0.0.2", "robot.local"])) if adapter in ("tello", "indy") else \
         draw(st.sampled_from(["", "h"]))
     return RobotParams(rid, kind, draw(st.sampled_from(tuple(DEFAULT_SKILL_SETS))), adapter, host)

@@ -84,7 +84,7 @@ def test_grammar_compiles_with_the_shipped_tokenizer():
     for ss in DEFAULT_SKILL_SETS.values():
         compiled = compiler.compile_grammar(plan_grammar(ss))
         m = xg.GrammarMatcher(compiled)
-        example = {"drone": " mu,50;tc,180;", "arm": " home(); push(book, 50); home();",
+        example = {"drone": " mu,50;tc,180;", "arm": " home(); push(book, 50); home();", "base": " mf,50;tc,180;",
                    "chat": " Hello there. Bye."}[ss.robot_kind]
         for tid in tok(example, add_special_tokens=False)["input_ids"]:
             assert m.accept_token(tid), (ss.id, tok.decode([tid]))

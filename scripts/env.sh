@@ -7,6 +7,7 @@
 _tf_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
 _tf_venv="$_tf_root/.venv"
 _tf_install="$_tf_root/ros2_ws/install/timely_fleet"
+_tf_nav2="$_tf_root/ros2_ws/install/nav2_msgs"  # Nav2's interfaces, built here unless a system ROS 2 has them
 
 export VIRTUAL_ENV="$_tf_venv"
 case ":$PATH:" in *":$_tf_venv/bin:"*) ;; *) export PATH="$_tf_venv/bin:$PATH" ;; esac
@@ -26,10 +27,13 @@ if [ -z "${ROS_DISTRO:-}" ]; then
   done
   export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
 fi
-if [ "${1:-}" != "--no-install-space" ] && [ -d "$_tf_install" ]; then
-  _tf_prefix AMENT_PREFIX_PATH "$_tf_install"
-  _tf_prefix CMAKE_PREFIX_PATH "$_tf_install"
-  _tf_prefix LD_LIBRARY_PATH "$_tf_install/lib"
+if [ "${1:-}" != "--no-install-space" ]; then
+  for _tf_space in "$_tf_nav2" "$_tf_install"; do
+    [ -d "$_tf_space" ] || continue
+    _tf_prefix AMENT_PREFIX_PATH "$_tf_space"
+    _tf_prefix CMAKE_PREFIX_PATH "$_tf_space"
+    _tf_prefix LD_LIBRARY_PATH "$_tf_space/lib"
+  done
 fi
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 # Keep DDS discovery on this host (loopback) unless the user chose otherwise.
@@ -40,4 +44,4 @@ if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}${FASTRTPS_DEFAULT_PROFILES_FILE:-}" 
 fi
 export TIMELY_FLEET_ENV=1
 unset -f _tf_prefix
-unset _tf_root _tf_venv _tf_install _tf_libs
+unset _tf_root _tf_venv _tf_install _tf_nav2 _tf_space _tf_libs

@@ -176,3 +176,47 @@ def test_budget_from_yaml_merges_kind_defaults():
     with pytest.raises(ParamError, match="fence_cm"):
         parse_params({"robots": [{"id": "d", "kind": "drone", "budget": {"fence_cm": [1, 0, 0, 1, 0, 1]}}]})
     assert math.isinf(float("inf"))
+
+
+# -- a base's map fence and speed limit ----------------------------------------------------------
+def test_a_point_is_inside_a_concave_fence_only_where_the_polygon_covers_it():
+    from timely_robot.budgets import in_polygon, polygon_area
+
+    ell = ((0, 0), (10, 0), (10, 4), (4, 4), (4, 10), (0, 10))  # an L: the corner x>4, y>4 is out
+    assert polygon_area(ell) == 10 * 4 + 4 * 6 == 64
+    assert in_polygon(ell, 2, 8) and in_polygon(ell, 8, 2) and in_polygon(ell, 10, 2)  # on an edge: in
+    assert not in_polygon(ell, 6, 6) and not in_polygon(ell, -0.1, 5)
+
+
+def test_a_route_that_cuts_the_corner_of_an_l_shaped_fence_is_refused_and_one_around_it_is_charged():
+    from timely_robot.budgets import Budget, BudgetMeter
+
+    ell = ((0.0, 0.0), (10.0, 0.0), (10.0, 4.0), (4.0, 4.0), (4.0, 10.0), (0.0, 10.0))
+    m = BudgetMeter(Budget(max_translation_cm=2000.0, fence_map_m=ell))
+    why = m.route_problem([(8, 2), (2, 8)])  # the straight line crosses (5, 5): outside
+    assert why is not None and why.startswith("outside the geofence: the route passes x=") and m.used.translation_cm == 0
+    assert m.route_problem([(8, 2), (2, 2), (2, 8)]) is None  # 6 m + 6 m, inside
+    assert m.used.translation_cm == pytest.approx(1200.0)
+    assert m.route_problem([(2, 8), (2, 0), (3, 0)]) == "exceeds budget: the route is 9.0 m; 2100 cm of flight > 2000 cm"
+    assert m.used.translation_cm == pytest.approx(1200.0)  # a refused route is not charged
+
+
+def test_a_moving_base_outside_its_fence_or_over_its_speed_limit_must_stop():
+    from timely_robot.budgets import Budget, BudgetMeter
+
+    m = BudgetMeter(Budget(fence_map_m=((0, 0), (5, 0), (5, 5), (0, 5)), max_speed_mps=0.8))
+    assert m.watch(2.5, 2.5, 0.8) is None
+    assert m.watch(5.2, 2.5, 0.1) == "left the geofence at x=5.20 y=2.50 m (map)"
+    assert m.watch(1.0, 1.0, 0.81) == "exceeds the speed limit: 0.81 m/s > 0.8 m/s"
+
+
+def test_a_map_fence_needs_three_corners_around_an_area_and_reads_from_yaml_lists():
+    from timely_robot.budgets import Budget, budget_for
+
+    for bad in (((0, 0), (1, 1)), ((0, 0), (1, 1), (2, 2))):  # too few corners; no area
+        with pytest.raises(ValueError, match="fence_map_m must be a polygon"):
+            Budget(fence_map_m=bad)
+    b = budget_for("base").merged({"fence_map_m": [[0, 0], [4, 0], [4, 3]]})
+    assert b.fence_map_m == ((0.0, 0.0), (4.0, 0.0), (4.0, 3.0)) and b.max_speed_mps == 1.0
+    with pytest.raises(ValueError, match=r"list of \[x, y\] corners"):
+        budget_for("base").merged({"fence_map_m": [[0, 0, 1]]})

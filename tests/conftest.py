@@ -58,6 +58,12 @@ def ros_context():
     yield from _rclpy_context()
 
 
+@pytest.fixture(scope="module")
+def ros_module_context():
+    """One rclpy context for every test of a module (a fleet started once for the module's tests)."""
+    yield from _rclpy_context()
+
+
 _OWN_DOMAINS = itertools.count(1)
 
 

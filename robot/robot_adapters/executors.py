@@ -9,7 +9,13 @@
   namespaces (``robot_adapters.sim.simulators``), or a ``sim`` drone where namespaces are missing;
 - ``indy``: a real Indy arm at ``host`` through neuromeka's IndyDCP3 client
   (:class:`~robot_adapters.arm_executor.IndyArmExecutor`), with its declared perception source;
-- ``indy-sim``: the same client against the fake IndyDCP3 servicer on loopback.
+- ``indy-sim``: the same client against the fake IndyDCP3 servicer on loopback;
+- ``nav2``: a mobile base through its Nav2 stack's own interfaces (NavigateToPose,
+  ComputePathToPose, Spin, DriveOnHeading, BackUp; :class:`~robot_adapters.base_executor.Nav2Executor`),
+  in the namespace ``robots[].nav2.namespace``;
+- ``nav2-sim``: the same client against the Nav2 protocol simulator
+  (:class:`~robot_adapters.sim.nav2_sim.Nav2Sim`) started in this process, in the namespace
+  ``robots[].nav2.namespace`` (default: the robot's id).
 
 Mistakes in the YAML are :class:`~timely_robot.config.ParamError`, a robot that does
 not answer a :class:`~timely_robot.errors.CommandError`: one sentence naming the robot.
@@ -65,14 +71,16 @@ def tello_camera(robot: RobotParams, spec: dict[str, Any], in_client: Any = None
 
 
 def make_executor(robot: RobotParams, index: int, time_scale: float, stack: contextlib.ExitStack,
-                  networks: Any = None, *, desk: Callable[[tuple[str, ...]], Any] | None = None) -> Any:
+                  networks: Any = None, *, desk: Callable[[tuple[str, ...]], Any] | None = None,
+                  context: Any = None) -> Any:
     """The connected executor of ``robot`` (the ``index``-th robot of the YAML), its simulator
     started and everything stopped or closed when ``stack`` closes.
 
     ``networks``: the process's :class:`~robot_adapters.sim.simulators.TelloNetworks` every
     ``tello-sim`` drone takes its address from (default: one of its own). ``desk(objects)``: the
     simulated desk (a :class:`~robot_adapters.scene.Scene`) of an ``indy-sim`` arm that declares
-    neither a scene nor a map (`timely-fleet up` passes ``llm_planner_node.up.workspace_scene``)."""
+    neither a scene nor a map (`timely-fleet up` passes ``llm_planner_node.up.workspace_scene``).
+    ``context``: the rclpy context of the adapter node (a base's Nav2 client and simulator use it)."""
     from timely_robot.execution_time import ExecutionTimeModel
     from timely_robot.skills import DEFAULT_SKILL_SETS
     from robot_adapters.sim.sim_fleet import SampledExecutor
@@ -146,4 +154,34 @@ def make_executor(robot: RobotParams, index: int, time_scale: float, stack: cont
         except SkillExecutionError as e:
             raise CommandError(f"robot {robot.id}: {e}") from None
         return ex
+    if robot.adapter in ("nav2", "nav2-sim"):
+        return _nav2_executor(robot, time_scale, stack, context)
     raise ParamError(f"robot {robot.id}: unknown adapter {robot.adapter!r}")
+
+
+def _nav2_executor(robot: RobotParams, time_scale: float, stack: contextlib.ExitStack, context: Any) -> Any:
+    """A base's Nav2 client, connected (Nav2 active, a pose known), against the simulator for ``nav2-sim``."""
+    from timely_robot.config import NAV2_KEYS
+    from timely_robot.errors import CommandError
+    from robot_adapters.base_executor import Nav2Executor
+    from robot_adapters.executor import SkillExecutionError
+
+    nav2 = dict(robot.nav2 or NAV2_KEYS)
+    places = dict(robot.places or {})
+    if robot.adapter == "nav2-sim":
+        from robot_adapters.sim.nav2_sim import PLACES, Nav2Sim
+
+        nav2["namespace"] = nav2["namespace"] or robot.id
+        places = places or {k: list(v) for k, v in PLACES.items()}
+        sim = Nav2Sim(context, nav2["namespace"], time_scale=time_scale, stamped=bool(nav2["cmd_vel_stamped"]),
+                      node_name=f"{robot.id}_nav2_sim").start()
+        stack.callback(sim.stop)
+    elif not places:
+        log.warning(f"robot {robot.id}: no places declared (robots[{robot.id}].places): it goes to poses only")
+    ex = Nav2Executor(robot.id, context=context, places=places, nav2=nav2, time_scale=time_scale)
+    stack.callback(ex.close)
+    try:
+        ex.connect()
+    except SkillExecutionError as e:
+        raise CommandError(str(e) if robot.id in str(e) else f"robot {robot.id}: {e}") from None
+    return ex

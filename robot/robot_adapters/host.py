@@ -81,7 +81,7 @@ def start_adapters(robots: tuple[RobotParams, ...], security: SecurityParams, *,
     for i, robot in enumerate(robots):
         if robot.adapter == "external" or robot.id not in hosted:
             continue
-        ex = make_executor(robot, i, time_scale, stack, tellos, desk=desk)
+        ex = make_executor(robot, i, time_scale, stack, tellos, desk=desk, context=context)
         node.add_robot(AdapterCore(robot.id, ex, node.status_publisher(robot.id),
                                    skill_set=DEFAULT_SKILL_SETS[robot.skill_set], time_scale=time_scale,
                                    budget=robot.effective_budget, lease_s=security.lease_s,

@@ -181,6 +181,10 @@ def unperceivable_refusal(robot_id: str, robot_kind: str, names: Sequence[str], 
         listed += f" (the plan's '{safe_text(as_planned, 40)}')"
     if near:
         listed += f" (the closest it knows: {', '.join(near)})"
+    if robot_kind == "base" and not known:
+        return Rejection(RejectReason.UNPERCEIVABLE,
+                         f"{robot_id} cannot perceive {listed}: it has no perception source (a base's scan and "
+                         f"is_visible need robots[{robot_id}].perception); it can go to its places")
     if robot_kind == "arm":
         return Rejection(RejectReason.UNPERCEIVABLE,
                          f"{robot_id} has no {listed} among its objects ({', '.join(known[:12])}"

@@ -103,7 +103,8 @@ class GoalIntake(ServicePart):
         known = perceivable_objects(robot)
         if known is None:
             return None
-        missing = unperceivable(instruction, known)
+        # a base's places are things it goes to, not things it must perceive ("go to the couch")
+        missing = unperceivable(instruction, (*known, *robot.objects) if robot.kind == "base" else known)
         return unperceivable_refusal(robot.id, robot.kind, missing, known) if missing else None
 
     def object_problem(self, request: Request, segment: Segment) -> Rejection | None:

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Union
 
 from llm_planner_node.core.plan_limits import PlanLimits, limits_for
-from timely_robot.skills import ArgSpec, SkillError, SkillSet, SkillSpec
+from timely_robot.skills import KIND_LANGUAGE, ArgSpec, SkillError, SkillSet, SkillSpec
 
 __all__ = [
     "Lit", "Chars", "Ref", "Seq", "Alt", "Rep", "Node", "PlanGrammar", "GrammarChecker",
@@ -753,7 +753,7 @@ def _chat(g: PlanGrammar, lim: PlanLimits) -> None:
                           Rep(Chars(tuple((c, c) for c in _CLOSERS)), 0, 2)))
 
 
-_KIND_LANGUAGE = {"drone": "minispec", "sim": "minispec", "arm": "arm", "base": "minispec", "chat": "chat"}
+_KIND_LANGUAGE = KIND_LANGUAGE
 LANGUAGES = ("minispec", "arm", "chat")
 
 

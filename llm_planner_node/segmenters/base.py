@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillSet
+from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, KIND_LANGUAGE, SkillCall, SkillSet
 from timely_robot.plans import PlanError, PlanSyntaxError, Repair, UnsafePlanError, check_call
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def register_segmenter(name: str, factory: Any) -> None:
     if name not in SEGMENTER_NAMES:
         raise ValueError(f"segmenter {name!r} is not one of {SEGMENTER_NAMES}")
     _FACTORIES[name] = factory
-_KIND_TO_SEGMENTER = {"drone": "minispec", "sim": "minispec", "arm": "arm", "base": "minispec", "chat": "chat-sentence"}
+_KIND_TO_SEGMENTER = {kind: "chat-sentence" if lang == "chat" else lang for kind, lang in KIND_LANGUAGE.items()}
 
 
 def get_segmenter(kind_or_name: str, skill_set: SkillSet | str | None = None, **opts: Any) -> Segmenter:

@@ -70,7 +70,7 @@ from timely_robot.budgets import Budget, BudgetExceeded, BudgetMeter, budget_for
 from timely_robot.execution_time import ExecutionTimeModel
 from timely_robot.link.rules import INTERRUPTED, SegmentIn
 from timely_robot.outcomes import STATE_NAMES, RobotState
-from timely_robot.skills import REPLAN_SKILLS, SkillCall, SkillError, SkillSet
+from timely_robot.skills import KIND_LANGUAGE, REPLAN_SKILLS, SkillCall, SkillError, SkillSet
 
 from robot_adapters.event_loop import EventLoop, Watchdog, default_loop
 from robot_adapters.executor import Measured, SkillCancelled, SkillExecutionError, SkillExecutor, answer_text
@@ -213,7 +213,8 @@ class AdapterCore:
         self.skill_set = skill_set or executor.skill_set
         self.robot_kind = getattr(executor, "robot_kind", self.skill_set.robot_kind)
         self.model = model or ExecutionTimeModel()
-        self.use_minispec = (self.skill_set.id == "tello_minispec") if use_minispec is None else use_minispec
+        self.use_minispec = (KIND_LANGUAGE.get(self.skill_set.robot_kind) == "minispec") if use_minispec is None \
+            else use_minispec
         #: what one goal may make this robot do (timely_robot/budgets.py), enforced call by call
         self.budget = budget if budget is not None else budget_for(self.robot_kind)
         #: drones: position and yaw relative to the take-off point (cm, degrees), from the moves
@@ -687,7 +688,8 @@ class AdapterCore:
             return
         predicted = self.model.predict_calls(self.robot_id, self.robot_kind, calls) if calls else []
         if g.meter is None:
-            g.meter = BudgetMeter(self.budget, fence=self.robot_kind in ("drone", "sim"), t0=self.clock())
+            g.meter = BudgetMeter(self.budget, fence=self.robot_kind in ("drone", "sim"), t0=self.clock(),
+                                  skill_set=self.skill_set)
         g.meter.predicted_s += float(sum(predicted)) * self.time_scale
         if program is not None:
             if g.interpreter is None:  # one per goal: variables live across its segments

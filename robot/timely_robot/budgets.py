@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from timely_robot.overrides import with_overrides
-from timely_robot.skills import SkillCall
+from timely_robot.skills import SkillCall, SkillSet
 
 #: Drone moves: skill -> unit vector in the body frame (forward, right, up).
 _MOVES = {"move_forward": (1, 0, 0), "move_backward": (-1, 0, 0), "move_right": (0, 1, 0),
@@ -139,9 +139,17 @@ class Cost:
                     max(self.rotation_deg, other.rotation_deg))
 
 
-def call_cost(call: SkillCall) -> Cost:
+def call_cost(call: SkillCall, skill_set: SkillSet | None = None) -> Cost:
     """One call's cost (moves and turns with literal arguments; a variable argument counts as
-    the call's largest safe value is the caller's job: see ``segmenters.plan_cost``)."""
+    the call's largest safe value is the caller's job: see ``segmenters.plan_cost``). A skill of
+    ``skill_set`` that declares its motion (``SkillSpec.motion``) costs what it declares."""
+    spec = skill_set.spec(call.name) if skill_set is not None and call.name in skill_set else None
+    if spec is not None and spec.motion:
+        moved = {"translation_cm": 0.0, "rotation_deg": 0.0}
+        for quantity, index, scale in spec.motion:
+            if index < len(call.args):
+                moved[quantity] += abs(float(call.args[index])) * scale
+        return Cost(1, moved["translation_cm"], moved["rotation_deg"])
     if call.name in _MOVES:
         return Cost(1, abs(float(call.args[0])), 0.0)
     if call.name in _TURNS:
@@ -187,8 +195,10 @@ class BudgetMeter:
     """The adapter's count of what one goal's plan actually made the robot do, and its position
     relative to the take-off point (drones: from the moves it executed), for the fence."""
 
-    def __init__(self, budget: Budget, *, fence: bool = False, t0: float = 0.0) -> None:
+    def __init__(self, budget: Budget, *, fence: bool = False, t0: float = 0.0,
+                 skill_set: SkillSet | None = None) -> None:
         self.budget = budget
+        self.skill_set = skill_set  # whose declared motions a call costs (call_cost)
         self.fence = fence and budget.fence_cm is not None
         self.used = Cost()
         self.t0 = t0
@@ -198,7 +208,7 @@ class BudgetMeter:
         """Charge a call about to start; raise :class:`BudgetExceeded` (nothing charged) if it
         would exceed the budget or, for a move, leave the fence. ``pose``: the robot's position
         and yaw relative to its take-off point (x, y, z cm, yaw degrees), None if unknown."""
-        total = self.used + call_cost(call)
+        total = self.used + call_cost(call, self.skill_set)
         why = exceeded(self.budget, total)
         if why is not None:
             raise BudgetExceeded(f"exceeds budget: {why}")

@@ -66,7 +66,8 @@ def _parse(text: str, skill_set: SkillSet) -> list[Any]:
 
 def minispec_cost(text: str, skill_set: SkillSet) -> Cost:
     """Worst case of a MiniSpec segment (any loop count: the grammar or the parser bound it)."""
-    return _walk(_parse(text, skill_set), skill_set, call_cost, _sum, Cost.most, lambda body, n: body * n)
+    return _walk(_parse(text, skill_set), skill_set, lambda c: call_cost(c, skill_set), _sum, Cost.most,
+                 lambda body, n: body * n)
 
 
 def minispec_calls(text: str, skill_set: SkillSet, limit: int = 10_000) -> list[SkillCall]:
@@ -89,4 +90,4 @@ def segment_cost(text: str, calls: Iterable[SkillCall], skill_set: SkillSet, lan
     """Worst case of one dispatched segment in its plan language (``minispec``, ``arm``, ``chat``)."""
     if language == "minispec" and text.strip():
         return minispec_cost(text, skill_set)
-    return _sum([call_cost(c) for c in calls])
+    return _sum([call_cost(c, skill_set) for c in calls])

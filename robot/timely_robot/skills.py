@@ -112,6 +112,10 @@ class SkillSpec:
     #: through but had such a call answer False did not do what it was asked (NOT_ACHIEVED).
     #: Empty for searches and perception, whose False is a finding ("not found"), not a failure.
     achieves: str = ""
+    #: What the call makes the robot do, for its budget, when its name does not say it (a skill
+    #: declared in the YAML): (quantity, argument index, scale) with quantity ``translation_cm``
+    #: or ``rotation_deg``: the argument's absolute value times the scale (timely_robot/budgets.py)
+    motion: tuple[tuple[str, int, float], ...] = ()
 
     @property
     def min_args(self) -> int:
@@ -313,6 +317,22 @@ DEFAULT_SKILL_SET_FOR_KIND: dict[str, str] = {
 }
 
 ROBOT_KINDS = tuple(DEFAULT_SKILL_SET_FOR_KIND)
+
+#: The plan language of each robot kind: drones, simulated robots and bases write MiniSpec (the
+#: planner's grammar and segmenter, the adapter's interpreter), arms skill calls, chat robots text.
+KIND_LANGUAGE: dict[str, str] = {"drone": "minispec", "sim": "minispec", "arm": "arm", "base": "minispec",
+                                 "chat": "chat"}
+
+
+def register_skill_set(skill_set: SkillSet) -> SkillSet:
+    """Store a skill set the fleet YAML declares (``adapter: ros``) beside the built-in ones, so
+    goals, the planner and the adapters find it by its id; the same set again is a no-op, another
+    set under a taken id a ValueError."""
+    known = DEFAULT_SKILL_SETS.get(skill_set.id)
+    if known is not None and known != skill_set:
+        raise ValueError(f"skill set id {skill_set.id!r} is taken by another skill set")
+    DEFAULT_SKILL_SETS[skill_set.id] = skill_set
+    return skill_set
 
 
 def skill_set_of(skill_set_id: str | None, robot_kind: str) -> SkillSet | None:

@@ -134,3 +134,10 @@ def test_an_operators_stop_mid_navigation_cancels_the_nav2_goal_and_the_base_sta
     pose = base.watch.pose
     time.sleep(0.5)
     assert math.dist(base.watch.pose, pose) < 0.01  # and it stays there
+
+
+def test_a_minispec_loop_runs_on_the_base_through_nav2s_spin(base):
+    h = base.client.send("base_1", "2{tc,90;};", tuf=NORMAL)
+    res = h.result(60)
+    assert res.status == SUCCEEDED, res.message
+    assert len(res.segments) >= 1 and "2{" in res.plan_text.replace(" ", ""), res.plan_text

@@ -102,7 +102,9 @@ _ROBOT_DESCRIPTIONS = {"kind": "robot kind", "skill_set": "skill set the planner
                        "places": "a base's named places, [x, y, yaw] in the map frame (m, degrees) (YAML mapping); "
                                  "'' = none",
                        "nav2": "a base's Nav2 interfaces (YAML mapping: namespace, cmd_vel_stamped, pose_topic, "
-                               "odom_topic); '' = Nav2's defaults"}
+                               "odom_topic); '' = Nav2's defaults",
+                       "skills": "adapter ros: the robot's ROS actions and services declared as skills (YAML "
+                                 "mapping, timely_robot/declared.py); '' = none"}
 
 
 @dataclass(frozen=True)
@@ -310,7 +312,7 @@ def from_flat(flat: Mapping[str, Any]) -> FleetParams:
         if parts[0] == "robots" and len(parts) == 3:
             if parts[1] not in robots:
                 raise ParamError(f"{name}: robot '{parts[1]}' is not in {ROBOT_IDS} {ids}: add it there first")
-            if parts[2] in ("budget", "approval", "perception", "simulator", "places", "nav2"):
+            if parts[2] in ("budget", "approval", "perception", "simulator", "places", "nav2", "skills"):
                 import yaml
 
                 value = (yaml.safe_load(value) or None) if isinstance(value, str) else value

@@ -13,6 +13,8 @@
 - ``nav2``: a mobile base through its Nav2 stack's own interfaces (NavigateToPose,
   ComputePathToPose, Spin, DriveOnHeading, BackUp; :class:`~robot_adapters.base_executor.Nav2Executor`),
   in the namespace ``robots[].nav2.namespace``;
+- ``ros``: the robot's own ROS actions and services, declared as skills in ``robots[].skills``
+  (:class:`~robot_adapters.ros_executor.RosActionExecutor`, :mod:`timely_robot.declared`);
 - ``nav2-sim``: the same client against the Nav2 protocol simulator
   (:class:`~robot_adapters.sim.nav2_sim.Nav2Sim`) started in this process, in the namespace
   ``robots[].nav2.namespace`` (default: the robot's id).
@@ -156,6 +158,8 @@ def make_executor(robot: RobotParams, index: int, time_scale: float, stack: cont
         return ex
     if robot.adapter in ("nav2", "nav2-sim"):
         return _nav2_executor(robot, time_scale, stack, context)
+    if robot.adapter == "ros":
+        return _ros_executor(robot, stack, context)
     raise ParamError(f"robot {robot.id}: unknown adapter {robot.adapter!r}")
 
 
@@ -184,4 +188,21 @@ def _nav2_executor(robot: RobotParams, time_scale: float, stack: contextlib.Exit
         ex.connect()
     except SkillExecutionError as e:
         raise CommandError(str(e) if robot.id in str(e) else f"robot {robot.id}: {e}") from None
+    return ex
+
+
+def _ros_executor(robot: RobotParams, stack: contextlib.ExitStack, context: Any) -> Any:
+    """The client of a robot's declared ROS actions and services, every declared server checked."""
+    from timely_robot.declared import declared_skills
+    from timely_robot.errors import CommandError
+    from robot_adapters.executor import SkillExecutionError
+    from robot_adapters.ros_executor import RosActionExecutor
+
+    declared = declared_skills(robot.id, robot.kind, robot.skills, f"robots[{robot.id}].skills")
+    ex = RosActionExecutor(robot.id, declared, context=context, places=robot.places)
+    stack.callback(ex.close)
+    try:
+        ex.connect()
+    except SkillExecutionError as e:
+        raise CommandError(str(e)) from None
     return ex

@@ -226,7 +226,7 @@ def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
     return dict(value)
 
 
-ADAPTERS = ("sim", "tello", "tello-sim", "indy", "indy-sim", "nav2", "nav2-sim", "external")
+ADAPTERS = ("sim", "tello", "tello-sim", "indy", "indy-sim", "nav2", "nav2-sim", "ros", "external")
 
 
 @dataclass(frozen=True)
@@ -258,6 +258,9 @@ class RobotParams:
     #: a base's Nav2 interfaces (:data:`NAV2_KEYS`): the namespace of its Nav2 stack, whether
     #: ``cmd_vel`` is TwistStamped (Kilted's default) or Twist, the pose and odometry topics
     nav2: Mapping[str, Any] | None = field(default=None, hash=False)
+    #: ``adapter: ros``: the robot's own ROS actions and services, declared as skills
+    #: (:mod:`timely_robot.declared`); its skill set is ``<id>_skills``
+    skills: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @property
     def effective_budget(self) -> Budget:
@@ -265,11 +268,11 @@ class RobotParams:
 
 
 _ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception",
-               "simulator", "places", "nav2")
+               "simulator", "places", "nav2", "skills")
 #: a base's ``nav2:`` keys and their defaults (Nav2 Kilted's own names)
 NAV2_KEYS: dict[str, Any] = {"namespace": "", "cmd_vel_stamped": True, "pose_topic": "amcl_pose", "odom_topic": "odom"}
 #: the adapters of a mobile base (``kind: base``)
-BASE_ADAPTERS = ("nav2", "nav2-sim", "sim", "external")
+BASE_ADAPTERS = ("nav2", "nav2-sim", "ros", "sim", "external")
 #: values of a robot's ``perception.source``; ``scene`` only on the simulated adapters
 PERCEPTION_SOURCES = ("map", "topic", "scene", "camera", "none")
 _SCENE_ADAPTERS = ("indy-sim", "tello-sim", "sim")
@@ -374,6 +377,31 @@ def _nav2(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
     return out
 
 
+def _declared(r: Mapping[str, Any], where: str, rid: str, kind: str) -> Any:
+    """The declared skills of an ``adapter: ros`` robot (registered as its skill set), else None."""
+    from timely_robot.declared import DeclarationError, declared_skills
+    from timely_robot.skills import register_skill_set
+
+    adapter = str(r.get("adapter", "sim"))
+    if r.get("skills") is None:
+        if adapter == "ros":
+            raise ParamError(f"{where}: adapter 'ros' needs skills, the robot's ROS actions and services declared as "
+                             "skills (docs/guides/mobile_bases.md#any-robots-ros-actions)")
+        return None
+    if adapter != "ros":
+        raise ParamError(f"{where}.skills: declared skills are for adapter 'ros', not {adapter!r}")
+    if kind == "chat":
+        raise ParamError(f"{where}: a chat robot has no ROS actions to declare")
+    try:
+        declared = declared_skills(rid, kind, r["skills"], f"{where}.skills")
+        register_skill_set(declared.skill_set)
+    except (DeclarationError, ValueError) as e:
+        raise ParamError(str(e)) from None
+    if r.get("skill_set") not in (None, "", declared.skill_set.id):
+        raise ParamError(f"{where}.skill_set: a robot with declared skills plans with {declared.skill_set.id!r}")
+    return declared
+
+
 def parse_robots(value: Any) -> tuple[RobotParams, ...]:
     """The ``robots:`` list, each entry checked (its id, kind, skill set, adapter, budget,
     approval, perception and simulator)."""
@@ -393,7 +421,8 @@ def parse_robots(value: Any) -> tuple[RobotParams, ...]:
             raise ParamError(f"{where}.id {rid!r} must be letters, digits and '_' (it names ROS topics)")
         if kind not in ROBOT_KINDS:
             raise ParamError(f"{where}.kind {kind!r} must be one of {', '.join(ROBOT_KINDS)}")
-        skill_set = str(r.get("skill_set") or DEFAULT_SKILL_SET_FOR_KIND[kind])
+        skills = _declared(r, where, rid, kind)
+        skill_set = skills.skill_set.id if skills is not None else str(r.get("skill_set") or DEFAULT_SKILL_SET_FOR_KIND[kind])
         if skill_set not in DEFAULT_SKILL_SETS:
             raise ParamError(f"{where}.skill_set {skill_set!r} is not registered ({', '.join(DEFAULT_SKILL_SETS)})")
         if any(x.id == rid for x in robots):
@@ -421,7 +450,7 @@ def parse_robots(value: Any) -> tuple[RobotParams, ...]:
                 approval = approval_from(r["approval"], DEFAULT_SKILL_SETS[skill_set])
             except ValueError as e:
                 raise ParamError(f"{where}.approval: {e}") from None
-        if (kind == "base") != (adapter in ("nav2", "nav2-sim")) and adapter not in ("sim", "external"):
+        if (kind == "base") != (adapter in ("nav2", "nav2-sim")) and adapter not in ("sim", "external", "ros"):
             raise ParamError(f"{where}: adapter '{adapter}' is for " + ("mobile bases (kind: base)" if kind != "base"
                              else f"another kind; a base's adapter is one of {', '.join(BASE_ADAPTERS)}"))
         perception = _perception(r.get("perception"), f"{where}.perception", kind, adapter)
@@ -431,7 +460,8 @@ def parse_robots(value: Any) -> tuple[RobotParams, ...]:
         # a base's places are things it knows by name: the prompt's and the grammar's, as objects are
         known = tuple(dict.fromkeys([*(o.strip() for o in objects), *(places or {})]))
         robots.append(RobotParams(rid, kind, skill_set, adapter, host, known, budget,
-                                  approval, perception, simulator, places, nav2))
+                                  approval, perception, simulator, places, nav2,
+                                  dict(r["skills"]) if skills is not None else None))
     return tuple(robots)
 
 

@@ -29,8 +29,11 @@ def test_places_are_the_bases_known_names_and_nav2_settings_get_nav2s_defaults()
     (base(nav2={"namespace": 3}), r"robots\[0\]\.nav2\.namespace must be a str, got 3"),
     (base(nav2={"frame": "map"}), r"robots\[0\]\.nav2"),
     ({"id": "d1", "kind": "drone", "adapter": "nav2"}, r"adapter 'nav2' is for mobile bases \(kind: base\)"),
-    ({"id": "b1", "kind": "base", "adapter": "tello-sim"}, "a base's adapter is one of nav2, nav2-sim, sim, external"),
+    ({"id": "b1", "kind": "base", "adapter": "tello-sim"}, "a base's adapter is one of nav2, nav2-sim, ros, sim, external"),
     ({"id": "d1", "kind": "drone", "places": {"a": [1, 2]}}, "named places are a mobile base's"),
+    (base(adapter="ros"), "adapter 'ros' needs skills, the robot's ROS actions and services"),
+    (base(skills={"t": {}}), r"robots\[0\]\.skills: declared skills are for adapter 'ros', not 'nav2-sim'"),
+    ({"id": "c1", "kind": "chat", "adapter": "ros", "skills": {"t": {}}}, "a chat robot has no ROS actions"),
 ])
 def test_a_bases_yaml_mistakes_are_one_sentence_naming_the_key(entry, why):
     with pytest.raises(ParamError, match=why):
@@ -51,3 +54,16 @@ def test_a_base_without_perception_perceives_nothing_and_its_refusal_says_why():
     why = unperceivable_refusal("base_1", "base", ["person"], ())
     assert why.reason is RejectReason.UNPERCEIVABLE
     assert why.startswith("base_1 cannot perceive 'person': it has no perception source")
+
+
+def test_a_robot_with_declared_skills_survives_the_ros_parameter_round_trip():
+    from llm_planner_node.config.schema import from_flat, to_flat
+
+    spin = {"alias": "tc", "args": [{"name": "degrees", "type": "int", "min": 1, "max": 360}],
+            "action": "nav2_msgs/action/Spin", "server": "/b/spin",
+            "goal": {"target_yaw": {"arg": "degrees", "radians": True}}, "motion": {"rotation_deg": "degrees"}}
+    p = parse_params({"planner": {"engine": {"kind": "scripted"}},
+                      "robots": [base(adapter="ros", places={"dock": [1, 2]}, skills={"turn_cw": spin})]})
+    r = p.robot("base_1")
+    assert r.skill_set == "base_1_skills" and r.skills == {"turn_cw": spin}
+    assert from_flat(to_flat(p)) == p

@@ -98,7 +98,7 @@ def test_ros_parameters_file_document_nests_the_flat_names(fleet):
     assert indy.pop("approval") == ""  # no segment waits for an operator
     assert indy.pop("perception") == ""  # none declared: the simulated arm uses its scene
     assert indy.pop("simulator") == ""  # the simulator's default world
-    assert indy.pop("places") == "" and indy.pop("nav2") == ""  # a base's
+    assert indy.pop("places") == "" and indy.pop("nav2") == "" and indy.pop("skills") == ""  # a base's; adapter ros
     assert indy == {"kind": "arm", "skill_set": "indy7_arm", "adapter": "indy-sim", "host": ""}
     assert p["plan_limits"]["minispec"]["max_loop"] == 12 and p["sampling"]["chat"]["repetition_penalty"] == 1.2
     assert p["robot_timeout_s"] == 30.0
@@ -182,8 +182,9 @@ _tuf = st.builds(TufParams, ert_s=_pos, alpha=st.floats(min_value=-50, max_value
 def _robot(draw, rid):
     kind = draw(st.sampled_from(ROBOT_KINDS))
     # a base's adapters drive bases only (timely_robot.config.BASE_ADAPTERS)
-    adapter = draw(st.sampled_from([a for a in ADAPTERS if (a in ("nav2", "nav2-sim")) == (kind == "base")
-                                    or a in ("sim", "external")]))
+    # (adapter ros needs declared skills: tests/timely_robot/test_declared.py)
+    adapter = draw(st.sampled_from([a for a in ADAPTERS if a != "ros" and ((a in ("nav2", "nav2-sim")) == (kind == "base")
+                                    or a in ("sim", "external"))]))
     host = draw(st.sampled_from(["10.0.0.2", "robot.local"])) if adapter in ("tello", "indy") else \
         draw(st.sampled_from(["", "h"]))
     return RobotParams(rid, kind, draw(st.sampled_from(tuple(DEFAULT_SKILL_SETS))), adapter, host)

@@ -21,10 +21,12 @@ TF = [sys.executable, "-m", "llm_planner_node.cli"]
 
 
 class Proc:
-    """A `timely-fleet ...` process whose output lines a thread collects."""
+    """A `timely-fleet ...` process (``program``: another command, such as ``python -m module``)
+    whose output lines a thread collects."""
 
-    def __init__(self, *args: str, ready: str, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen([*TF, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    def __init__(self, *args: str, ready: str, env: dict[str, str] | None = None,
+                 program: list[str] = TF) -> None:
+        self.proc = subprocess.Popen([*program, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, start_new_session=True, env=env)
         self.lines: list[str] = []
         self.ready = threading.Event()

@@ -44,13 +44,16 @@ left corner; a shelf x 6-8 m from the floor to y = 12 m, a table x 12-15 m, y 12
 (17, 17). The robot: a disc of radius 0.25 m, 0.5 m/s, 1 rad/s. ``time_scale`` < 1 runs faster
 (0.1: ten times); durations in messages are simulated, stamps are the ROS clock's.
 
-CLI: ``python -m robot_adapters.sim.nav2_sim [--namespace robot1] [--time-scale 1] ...``.
+CLI: ``python -m robot_adapters.sim.nav2_sim [--namespace robot1] [--time-scale 1] ...``; Ctrl-C
+or SIGTERM (``stop()`` in-process) ends every running goal ABORTED (UNKNOWN, "Nav2 simulator shut
+down") and sends its result before ROS shuts down.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import signal
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -67,6 +70,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
+from rclpy.signals import SignalHandlerOptions
 
 from robot_adapters.sim.nav2_map import GridMap, PlanError, Rect, densify
 
@@ -229,7 +233,8 @@ class Nav2Sim:
         n.create_subscription(TwistStamped if stamped else Twist, "cmd_vel", self._on_cmd_vel, 10)
         for name in LIFECYCLE_NODES:
             n.create_service(GetState, f"{name}/get_state", self._on_get_state, callback_group=cb)
-        self.servers = [ActionServer(n, t, name, execute_callback=fn, goal_callback=self._on_goal,
+        self._executing = 0  # action goals whose execute callback runs
+        self.servers = [ActionServer(n, t, name, execute_callback=self._counted(fn), goal_callback=self._on_goal,
                                      cancel_callback=lambda _req: CancelResponse.ACCEPT, callback_group=cb)
                         for t, name, fn in ((NavigateToPose, "navigate_to_pose", self._navigate),
                                             (ComputePathToPose, "compute_path_to_pose", self._compute_path),
@@ -248,10 +253,18 @@ class Nav2Sim:
         return self
 
     def stop(self) -> None:
+        """End every goal (ABORTED, "Nav2 simulator shut down") and send its result while ROS is
+        still up (up to 2 s), then stop spinning and destroy the node."""
         self._halt.set()
         with self.lock:
             if self.motion:
                 self.motion.finish("stopped", "UNKNOWN", "Nav2 simulator shut down")
+            ending = self._executing > 0
+        deadline = time.monotonic() + 2.0
+        while self._executing and time.monotonic() < deadline and rclpy.ok(context=self.node.context):
+            time.sleep(0.01)
+        if ending:
+            time.sleep(0.2)  # the ended goals' result responses, sent by the executor
         self.executor.shutdown(timeout_sec=2.0)
         for th in self._threads:
             th.join(timeout=2.0)
@@ -299,6 +312,17 @@ class Nav2Sim:
             if isinstance(m, Turn):
                 m.progress += w * dt
 
+    def _counted(self, execute: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def counted(gh: Any) -> Any:
+            with self.lock:
+                self._executing += 1
+            try:
+                return execute(gh)
+            finally:
+                with self.lock:
+                    self._executing -= 1
+        return counted
+
     def _run(self, gh: Any, motion: Motion, feedback: Callable[[], None]) -> tuple[str, str, str]:
         """Make ``motion`` the robot's (ending the one it replaces) and wait for its end, sending
         feedback at ~10 Hz; ("canceled", ...) when the client canceled."""
@@ -309,7 +333,9 @@ class Nav2Sim:
             motion.begin(self.pose, self.sim_t)
         last = 0.0
         while not motion.finished.wait(0.01):
-            if gh.is_cancel_requested or not rclpy.ok(context=self.node.context):
+            if self._halt.is_set():  # a goal that began while stop() ran: the physics no longer step
+                motion.finish("stopped", "UNKNOWN", "Nav2 simulator shut down")
+            elif gh.is_cancel_requested or not rclpy.ok(context=self.node.context):
                 with self.lock:
                     motion.finish("canceled")
                     if self.motion is motion:
@@ -332,7 +358,7 @@ class Nav2Sim:
 
     # -- topics and services ----------------------------------------------------------------------
     def _on_goal(self, _goal: Any) -> GoalResponse:
-        return GoalResponse.ACCEPT if self.lifecycle == ACTIVE else GoalResponse.REJECT
+        return GoalResponse.ACCEPT if self.lifecycle == ACTIVE and not self._halt.is_set() else GoalResponse.REJECT
 
     def _on_get_state(self, _req: Any, resp: Any) -> Any:
         active = self.lifecycle == ACTIVE
@@ -483,18 +509,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--twist", action="store_true", help="cmd_vel is geometry_msgs/Twist (default TwistStamped)")
     p.add_argument("--seconds", type=float, default=0.0, help="exit after this long (0: until Ctrl-C)")
     a = p.parse_args(argv)
-    rclpy.init()
+    # Ctrl-C and SIGTERM end the goals with a result (stop()) before ROS shuts down; rclpy's own
+    # handlers would shut the context down first and leave every client without one
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
     sim = Nav2Sim(namespace=a.namespace, start=a.start, speed=a.speed, turn_speed=a.turn_speed, time_scale=a.time_scale,
                   lifecycle=INACTIVE if a.inactive else ACTIVE, stamped=not a.twist)
     with sim:
         print(f"Nav2 simulator on namespace '{a.namespace or '/'}', pose {sim.pose}", flush=True)
-        try:
-            if a.seconds > 0:
-                time.sleep(a.seconds)
-            else:
-                threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+        done.wait(a.seconds if a.seconds > 0 else None)
     rclpy.try_shutdown()
     return 0
 

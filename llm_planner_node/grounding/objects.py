@@ -1,7 +1,9 @@
 """Whether a plan's objects are what its instruction asks for, and things the robot can perceive.
 
 No grammar forces a substitute: a camera drone's admits any name, an arm's its objects and the
-instruction's own words (:func:`grammar_objects`, :func:`instruction_names`). Before a segment is
+instruction's own words (:func:`grammar_objects`, :func:`instruction_names`, in core/text.py); a
+robot that declares no objects is prompted with the instruction's own words as its known objects
+(prompts/builders.py), so its planner names what it was asked about. Before a segment is
 dispatched, every object one of its calls looks for, goes to or acts on (``ArgSpec.is_object``)
 is checked (:meth:`ObjectCheck.problem`), trusting neither the model nor a word list:
 
@@ -21,7 +23,8 @@ is checked (:meth:`ObjectCheck.problem`), trusting neither the model nor a word 
    the closest things the robot knows and what it can perceive (:func:`unperceivable_refusal`,
    the message the intake gives for a class the robot lacks).
 
-Function words ("the", "my", "for": :data:`FUNCTION_WORDS`) are not offered to the grammar.
+Function words ("the", "my", "for": :data:`FUNCTION_WORDS`) are offered neither to the grammar nor
+in the prompt.
 """
 
 from __future__ import annotations
@@ -37,61 +40,15 @@ from typing import Any, Iterable, Sequence
 from timely_robot.outcomes import RejectReason, Rejection
 from timely_robot.perceivable import COCO_LABELS, SYNONYMS, nameable
 from timely_robot.skills import SkillCall, SkillSet
-from llm_planner_node.core.text import safe_text
+from llm_planner_node.core.text import (FUNCTION_WORDS, MAX_NAME_CHARS, MAX_NAMES, content_words,  # noqa: F401
+                                        instruction_names, safe_text)
 from llm_planner_node.grounding.meaning import Meaning, MeaningUnavailable
 
 #: the calibrated threshold and how it was fitted (written by ``bench substitution --calibrate``)
 THRESHOLD_FILE = Path(__file__).resolve().parent / "threshold.json"
 #: the calibration set (instructions, the thing each asks about, the classes a plan may look for)
 CALIBRATION_FILE = Path(__file__).resolve().parent / "calibration.jsonl"
-#: an instruction's word or pair of words longer than this is not offered to the grammar
-MAX_NAME_CHARS = 24
-#: at most this many of an instruction's names are offered (words first, then pairs)
-MAX_NAMES = 16
-
 _WORDS = re.compile(r"[a-z]+")
-
-
-#: English function words (articles, pronouns, prepositions, conjunctions, auxiliaries, indefinite
-#: pronouns such as "something"): they name no thing, so they are not offered to the grammar as
-#: object names. A closed class of the language, not a list of things; a library's stop-word
-#: lists (scikit-learn's) also drop nouns such as "fire" and "computer".
-FUNCTION_WORDS: frozenset[str] = frozenset("""
-    a an the this that these those my your his her its our their me you him them it us we they
-    i he she mine yours some any every each all no of in on at to from into onto over under
-    above below behind near by with without for about around through between and or but nor so
-    then if is are was were be been am do does did can could will would should may might must
-    please there here where what which who whom whose how when up down out off again just very
-    too also not than as something anything everything nothing somewhere anywhere everywhere
-    someone anyone everyone somebody anybody
-""".split())
-
-
-@lru_cache(maxsize=4096)
-def content_words(instruction: str) -> tuple[tuple[str, ...], ...]:
-    """The instruction's runs of adjacent content words (lower case, function words and numbers
-    dropped): "find my fire extinguisher" -> (("find",), ("fire", "extinguisher"))."""
-    stop = FUNCTION_WORDS
-    runs: list[list[str]] = [[]]
-    for w in _WORDS.findall(instruction.lower()):
-        if w in stop or len(w) < 2:
-            if runs[-1]:
-                runs.append([])
-            continue
-        runs[-1].append(w)
-    return tuple(tuple(r) for r in runs if r)
-
-
-@lru_cache(maxsize=4096)
-def instruction_names(instruction: str) -> tuple[str, ...]:
-    """The names a plan may give the things ``instruction`` names, in its own words: each
-    content word, then each pair of adjacent content words joined by ``_`` (``fire_extinguisher``),
-    at most :data:`MAX_NAMES` of :data:`MAX_NAME_CHARS` characters or fewer."""
-    runs = content_words(instruction)
-    words = [w for r in runs for w in r]
-    pairs = [f"{a}_{b}" for r in runs for a, b in zip(r, r[1:])]
-    out = [n for n in dict.fromkeys(words + pairs) if len(n) <= MAX_NAME_CHARS]
-    return tuple(out[:MAX_NAMES])
 
 
 def grammar_objects(known: Sequence[str], instruction: str) -> tuple[str, ...]:

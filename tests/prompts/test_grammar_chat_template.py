@@ -75,6 +75,25 @@ def test_prompt_builder_uses_the_chat_template_of_an_hf_model(chat_model_dir):
     assert build("find the cat", "drone", "tello_minispec") == prompt  # cached ids
 
 
+def test_a_robot_declaring_no_objects_is_prompted_with_the_instructions_words(chat_model_dir):
+    """Without a known-objects list the planner model wrote ``is_visible(boss)`` for "check the
+    book on the cabinet" (``b`` + ``oss``: a prefix token completed into another word), refused by
+    the object check; its prompt now lists the instruction's words, as its grammar would."""
+    from transformers import AutoTokenizer
+
+    from llm_planner_node.prompts.builders import chat_template_prompt_builder
+    from llm_planner_node.prompts.prompt import PLANNER_PROMPT_OPTIONS
+
+    tok = AutoTokenizer.from_pretrained(chat_model_dir)
+    build = chat_template_prompt_builder(str(chat_model_dir), PLANNER_PROMPT_OPTIONS)
+    text = tok.decode(build("check the book on the cabinet", "drone", "tello_minispec"))
+    assert "Known objects: book, cabinet, check." in text
+    # a robot's declared objects are its list, the instruction's words are not added
+    arm = tok.decode(build("clean the desk", "arm", "indy7_arm", objects=("cup", "sponge")))
+    assert "Known objects: cup, sponge." in arm
+    assert "Known objects" not in tok.decode(build("tell me a story about a whale", "chat", "chat"))
+
+
 def test_the_shipped_model_keeps_its_own_format():
     from transformers import AutoTokenizer
 

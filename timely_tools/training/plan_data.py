@@ -1,8 +1,11 @@
 """Synthetic training data for the ``smollm2-135m-planner`` LoRA adapter.
 
 :func:`generate` is a deterministic (seeded) generator of :class:`PlanSample` (robot kind,
-instruction, plan, known objects) from the two plan skill sets (``tello_minispec`` for the drone,
-``indy7_arm`` for the arm). Plans are written in the form the instruct prompt teaches
+instruction, plan, known objects) from the plan skill sets (``tello_minispec`` for the drone,
+``indy7_arm`` for the arm and, with ``base_fraction``, ``nav2_base`` for a mobile base: named places
+from a pool of indoor place names that only the instruction gives, so the plan copies its words as
+``go_to(charging_station);``, poses ``go_to_pose(3.5, 2);`` in metres, moves in cm, scans, conditions and
+routes). Plans are written in the form the instruct prompt teaches
 (:mod:`.prompt`): full skill names, ``name(args);`` with no spaces between statements, a space
 after the comma between arm arguments; drone distances in cm (20-500), turns in degrees, delays
 in ms; arm distances and positions in mm (1 cm = 10 mm).
@@ -40,9 +43,13 @@ SUBSTITUTION_PATHS = (_PKG.parent / "bench" / "substitution_heldout.jsonl",
                       PLANNER_DIR / "grounding" / "calibration.jsonl")
 
 
+#: the skill set each kind's samples are written for
+SKILL_SET_OF_KIND = {"drone": "tello_minispec", "arm": "indy7_arm", "base": "nav2_base"}
+
+
 @dataclass(frozen=True)
 class PlanSample:
-    robot_kind: str  # "drone" or "arm"
+    robot_kind: str  # "drone", "arm" or "base"
     instruction: str
     plan: str
     objects: tuple[str, ...] = ()  # known objects given in the prompt (empty: none)
@@ -51,7 +58,7 @@ class PlanSample:
 
     @property
     def skill_set(self) -> str:
-        return "tello_minispec" if self.robot_kind == "drone" else "indy7_arm"
+        return SKILL_SET_OF_KIND[self.robot_kind]
 
 
 # ------------------------------------------------------------------------------------------
@@ -741,6 +748,286 @@ def _arm_sample(rng: random.Random) -> tuple[str, str, tuple[str, ...]]:
 
 
 # ------------------------------------------------------------------------------------------
+# mobile base (nav2_base): named places, poses in the map frame, short moves, scans
+# ------------------------------------------------------------------------------------------
+#: Indoor places a base may be sent to by name. The prompt lists no places (a robot's own are its
+#: known objects when it has them), so the plan copies the instruction's place word, snake_case.
+BASE_PLACES = (
+    "dock", "kitchen", "hall", "office", "lab", "charging station", "lobby", "reception", "front desk",
+    "meeting room", "conference room", "break room", "storage room", "supply room", "server room",
+    "mail room", "copy room", "print room", "bathroom", "restroom", "corridor", "hallway", "entrance",
+    "main entrance", "back entrance", "exit", "elevator", "lift", "stairwell", "staircase", "garage",
+    "workshop", "warehouse", "loading dock", "loading bay", "cafeteria", "canteen", "dining room",
+    "living room", "bedroom", "guest room", "laundry room", "pantry", "library", "classroom", "gym",
+    "nurse station", "waiting room", "ward", "pharmacy", "clinic", "cleanroom", "control room",
+    "boiler room", "basement", "attic", "balcony", "patio", "garden", "porch", "foyer", "atrium",
+    "study", "den", "closet", "utility room", "mechanical room", "electrical room", "archive",
+    "records room", "lounge", "staff room", "kitchenette", "coffee corner", "water cooler",
+    "printer", "shipping area", "receiving area", "packing station", "assembly line", "test bench",
+    "inspection area", "parking lot", "security desk", "first aid room", "office 2", "room 101",
+    "room b", "lab 3", "bay 4", "aisle 7", "zone a", "shelf area", "north wing", "south wing",
+    "east corridor", "west hall", "main hall", "big hall", "small office", "manager office",
+    "home", "home base", "base station", "start", "starting point", "window", "main door",
+    "back door", "front door", "kitchen door", "sofa", "table", "desk", "bed", "fridge",
+)
+#: What a base looks for with its camera (scan / is_visible).
+BASE_THINGS = (
+    "person", "chair", "door", "table", "box", "cart", "package", "parcel", "bottle", "backpack", "dog",
+    "cat", "laptop", "plant", "trash can", "fire extinguisher", "ladder", "suitcase", "cup", "mug",
+    "keys", "phone", "umbrella", "bicycle", "pallet", "forklift", "trolley", "bag", "book", "tv",
+    "red box", "blue bin", "coffee cup", "water bottle", "toolbox", "helmet", "couch", "printer",
+    "monitor", "charger", "ball", "shoe", "jacket", "wheelchair", "stroller", "vase", "clock",
+)
+_BASE_MSGS = ("hello", "hi there", "I have arrived", "done", "the room is clear", "package delivered",
+              "good morning", "coming through", "all clear", "found it", "nobody here", "on my way",
+              "arrived at the destination", "task complete", "excuse me", "welcome")
+
+
+def _place_np(rng: random.Random, p: str) -> str:
+    r = rng.random()
+    if any(c.isdigit() for c in p) or p.startswith("zone ") or p.endswith(" b"):
+        return p if r < 0.7 else "the " + p
+    return ("the " + p) if r < 0.8 else (("my " + p) if r < 0.85 else p)
+
+
+def _b_goto(rng: random.Random, p: str | None = None) -> Step:
+    p = p or rng.choice(BASE_PLACES)
+    text = rng.choice(["go to {p}", "drive to {p}", "head to {p}", "navigate to {p}", "go over to {p}",
+                       "move to {p}", "return to {p}", "roll over to {p}", "make your way to {p}", "get to {p}",
+                       "proceed to {p}", "go back to {p}", "drive over to {p}", "head over to {p}",
+                       "travel to {p}", "take yourself to {p}", "go to {p} please", "drive yourself to {p}",
+                       "i need you in {p}", "come to {p}", "go down to {p}", "head back to {p}"])
+    return text.format(p=_place_np(rng, p)), f"go_to({snake(p)});", (p,)
+
+
+def _coord(rng: random.Random, lo: float = -15, hi: float = 15) -> float:
+    if rng.random() < 0.55:
+        return float(rng.randint(int(lo), int(hi)))
+    return round(rng.uniform(lo, hi) * 2) / 2 if rng.random() < 0.6 else round(rng.uniform(lo, hi), 1)
+
+
+def _fmt(v: float) -> str:
+    return f"{v:g}"
+
+
+def _b_pose(rng: random.Random) -> Step:
+    x, y = _coord(rng), _coord(rng)
+    if x == 0 and y == 0:
+        x = 1.0
+    X, Y = _fmt(x), _fmt(y)
+    m = rng.choice(["", "", "", " m", " meters", " metres"])
+    coords = rng.choice([f"x {X} y {Y}", f"x {X}{m}, y {Y}{m}", f"x={X}, y={Y}", f"x={X} y={Y}", f"({X}, {Y})",
+                         f"the point ({X}, {Y})", f"coordinates {X}, {Y}", f"position ({X}, {Y})",
+                         f"the pose x {X} y {Y}", f"{X}, {Y} on the map", f"map position {X} {Y}",
+                         f"x {X}{m} and y {Y}{m}", f"the coordinates ({X}, {Y})"])
+    verb = rng.choice(["go to", "drive to", "navigate to", "move to", "head to", "go to", "drive over to",
+                       "take yourself to", "travel to"])
+    text = f"{verb} {coords}"
+    if rng.random() < 0.3:
+        yaw = rng.choice([0, 90, -90, 180, 45, -45, 135, 30, 60, -120])
+        text += rng.choice([f" facing {yaw} degrees", f" with yaw {yaw}", f", heading {yaw} degrees",
+                            f" and face {yaw} degrees", f", yaw {yaw}"])
+        return text, f"go_to_pose({X}, {Y}, {yaw});", ()
+    return text, f"go_to_pose({X}, {Y});", ()
+
+
+_BASE_MOVE = {
+    "move_forward": ["drive forward", "move forward", "go forward", "roll forward", "go straight", "go ahead",
+                     "advance", "drive ahead", "move ahead", "go straight ahead", "inch forward", "creep forward"],
+    "move_backward": ["back up", "reverse", "move back", "drive backward", "drive backwards", "go backwards",
+                      "move backward", "roll back", "back off", "go back"],
+}
+
+
+def _b_move(rng: random.Random, skill: str | None = None) -> Step:
+    skill = skill or rng.choice(["move_forward", "move_forward", "move_backward"])
+    hi = 300 if skill == "move_forward" else 100
+    r = rng.random()
+    if r < 0.4:
+        cm = rng.choice([c for c in (10, 20, 25, 30, 50, 50, 100, 100, 150, 200, 250, 300) if c <= hi])
+    else:
+        cm = rng.randrange(10, hi + 1, 10 if rng.random() < 0.8 else 5)
+    d = _cm_phrase(rng, cm)
+    verb = rng.choice(_BASE_MOVE[skill])
+    text = rng.choice([f"{verb} {d}", f"{verb} {d}", f"{verb} by {d}", f"{verb} for {d}"])
+    if skill == "move_backward" and rng.random() < 0.3:
+        text = rng.choice([f"back up {d}", f"reverse {d}", f"drive {d} backwards", f"go back {d}"])
+    if skill == "move_forward" and rng.random() < 0.3:
+        text = rng.choice([f"drive {d} forward", f"go {d} forward", f"move {d} ahead", f"roll {d} forward"])
+    return text, f"{skill}({cm});", ()
+
+
+def _b_stop(rng: random.Random) -> Step:
+    return rng.choice(["stop", "halt", "stop right there", "stop moving", "freeze", "stand still",
+                       "stop where you are", "stop now", "come to a stop", "hold it, stop", "stop driving",
+                       "stay where you are and stop"]), "stop();", ()
+
+
+def _b_wait(rng: random.Random) -> Step:
+    s = rng.choice([0.5, 1, 1, 2, 2, 3, 3, 4, 5, 5, 6, 8, 10, 1.5, 2.5])
+    ms = int(round(s * 1000))
+    verb = rng.choice(["wait", "pause for", "wait for", "stay put for", "hold on for", "wait there for",
+                       "stand still for", "stay there for", "idle for"])
+    return f"{verb} {_seconds_phrase(rng, s)}", f"delay({ms});", ()
+
+
+def _b_say(rng: random.Random) -> tuple[str, str]:
+    msg = rng.choice(_BASE_MSGS)
+    text = rng.choice(["say {m}", "say '{m}'", "say \"{m}\"", "log {m}", "report '{m}'", "write '{m}' to the log",
+                       "send the message '{m}'", "tell the operator '{m}'", "announce '{m}'"]).format(m=msg)
+    return text, f"log('{msg}');"
+
+
+def _b_log(rng: random.Random) -> Step:
+    text, plan = _b_say(rng)
+    return text, plan, ()
+
+
+def _thing_np(rng: random.Random, o: str) -> str:
+    return rng.choice(["the ", "a ", "a ", "any ", "my ", "the "]) + o
+
+
+def _b_scan(rng: random.Random) -> Step:
+    o = rng.choice(BASE_THINGS)
+    text = rng.choice(["look for {o}", "search for {o}", "scan for {o}", "find {o}", "look around for {o}",
+                       "turn until you see {o}", "check for {o}", "try to spot {o}", "scan the room for {o}",
+                       "search around for {o}"]).format(o=_thing_np(rng, o))
+    return text, f"_1=scan({snake(o)});->_1;", (o,)
+
+
+def _b_visible(rng: random.Random) -> Step:
+    o = rng.choice(BASE_THINGS)
+    text = rng.choice(["can you see {o}?", "is {o} in view?", "do you see {o}?", "is {o} visible?",
+                       "check if {o} is in sight", "tell me whether you can see {o}",
+                       "is there {o} in front of you?"]).format(o=_thing_np(rng, o))
+    return text, f"_1=is_visible({snake(o)});->_1;", (o,)
+
+
+def _b_goto_scan(rng: random.Random) -> Step:
+    p = rng.choice(BASE_PLACES)
+    if rng.random() < 0.3:
+        o = "person"
+        text = rng.choice(["check whether anyone is in {p}", "see if somebody is in {p}", "is anyone in {p}?",
+                           "go to {p} and see if anyone is there", "check {p} for people",
+                           "drive to {p} and look for a person", "find out if someone is in {p}"])
+        text = text.format(p=_place_np(rng, p))
+    else:
+        o = rng.choice(BASE_THINGS)
+        text = rng.choice(["go to {p} and look for {o}", "drive to {p} and search for {o}",
+                           "head to {p} and check for {o}", "is there {o} in {p}?", "check if {o} is in {p}",
+                           "look for {o} in {p}", "go to {p}, then scan for {o}", "search {p} for {o}",
+                           "see whether {p} has {o}", "navigate to {p} and find {o}"])
+        text = text.format(p=_place_np(rng, p), o=_thing_np(rng, o))
+    return text, f"go_to({snake(p)});_1=scan({snake(o)});->_1;", (p, o)
+
+
+def _b_conditional(rng: random.Random) -> Step:
+    p = rng.choice(BASE_PLACES)
+    o = "person" if rng.random() < 0.4 else rng.choice(BASE_THINGS)
+    P, O, n = _place_np(rng, p), _thing_np(rng, o), snake(o)
+    r = rng.random()
+    if r < 0.4:
+        say, act = _b_say(rng)
+        text = rng.choice([f"if you see {O} in {P}, {say}", f"go to {P} and {say} if you find {O}",
+                           f"drive to {P}; if {O} is there, {say}", f"in {P}, look for {O} and {say} when you see it",
+                           f"go to {P}, and if there is {O}, {say}"])
+        return text, f"go_to({snake(p)});_1=scan({n});?_1==True{{{act}}};->_1;", (p, o)
+    q = rng.choice([x for x in BASE_PLACES if x != p])
+    Q = _place_np(rng, q)
+    if r < 0.7:
+        text = rng.choice([f"go to {P} and look for {O}; if you find it, go to {Q}",
+                           f"check {P} for {O} and if it is there, head to {Q}",
+                           f"drive to {P}, search for {O}, and if you see it go on to {Q}"])
+        return text, f"go_to({snake(p)});_1=scan({n});?_1==True{{go_to({snake(q)});}};->_1;", (p, o, q)
+    if r < 0.85:
+        text = rng.choice([f"go to {P} and look for {O}; if you can't find it, go to {Q}",
+                           f"search {P} for {O}, and if it isn't there, drive to {Q}",
+                           f"drive to {P}; if there is no {o} there, head to {Q}"])
+        return text, f"go_to({snake(p)});_1=scan({n});?_1==False{{go_to({snake(q)});}};->_1;", (p, o, q)
+    say, act = _b_say(rng)
+    text = rng.choice([f"go to {P}; if you can't see {O}, {say}", f"look for {O} in {P} and {say} if it is not there"])
+    return text, f"go_to({snake(p)});_1=scan({n});?_1==False{{{act}}};->_1;", (p, o)
+
+
+def _b_route(rng: random.Random) -> Step:
+    k = rng.choice([2, 2, 3, 3, 4])
+    ps = rng.sample(BASE_PLACES, k)
+    names = [_place_np(rng, p) for p in ps]
+    r = rng.random()
+    if r < 0.35:
+        text = rng.choice(["visit ", "go to ", "drive to ", "patrol ", "stop by "]) + \
+            ", ".join(names[:-1]) + rng.choice([" and ", ", and ", " and then "]) + names[-1]
+    elif r < 0.5:
+        text = "go to " + names[0] + "".join(rng.choice([", then ", " then ", ", then to ", " and then to "]) + nm
+                                             for nm in names[1:])
+    else:
+        text = _join_text(rng, [_b_goto(rng, p)[0] for p in ps])
+    return text, "".join(f"go_to({snake(p)});" for p in ps), tuple(ps)
+
+
+_BASE_TIMES = {2: ["twice", "two times", "2 times"], 3: ["three times", "3 times"], 4: ["four times", "4 times"],
+               5: ["five times", "5 times"]}
+
+
+def _b_patrol(rng: random.Random) -> Step:
+    a, b = rng.sample(BASE_PLACES, 2)
+    n = rng.choice([2, 2, 3, 3, 4, 5])
+    times = rng.choice(_BASE_TIMES[n])
+    text = rng.choice([f"patrol between {_place_np(rng, a)} and {_place_np(rng, b)} {times}",
+                       f"go back and forth between {_place_np(rng, a)} and {_place_np(rng, b)} {times}",
+                       f"drive from {_place_np(rng, a)} to {_place_np(rng, b)} and back, {times}"])
+    return text, f"{n}{{go_to({snake(a)});go_to({snake(b)});}};", (a, b)
+
+
+def _b_go_return(rng: random.Random) -> Step:
+    p, home = rng.choice(BASE_PLACES), rng.choice(["dock", "charging station", "home base", "start", "base station"])
+    if p == home:
+        p = "kitchen"
+    text = rng.choice([f"go to {_place_np(rng, p)} and come back to {_place_np(rng, home)}",
+                       f"drive to {_place_np(rng, p)}, then return to {_place_np(rng, home)}",
+                       f"visit {_place_np(rng, p)} and go back to {_place_np(rng, home)}"])
+    return text, f"go_to({snake(p)});go_to({snake(home)});", (p, home)
+
+
+def _b_replan(rng: random.Random) -> Step:
+    step_text, step_plan, objs = _pick(rng, [(_b_goto, 3.0), (_b_move, 1.0), (_b_turn, 1.0)])(rng)
+    say = rng.choice(_REPLAN_SAY)
+    text = rng.choice([f"{step_text}, then {say}", f"{step_text} and {say}", f"{step_text}; after that {say}"])
+    return text, f"{step_plan}re_plan();", objs
+
+
+def _b_turn(rng: random.Random) -> Step:
+    text, plan, objs = _turn(rng)
+    return text, plan, objs
+
+
+_BASE_SINGLE: list[tuple[Callable[[random.Random], Step], float]] = [
+    (_b_goto, 6.0), (_b_pose, 2.5), (_b_move, 2.0), (_b_turn, 1.5), (_b_stop, 0.8), (_b_wait, 0.5),
+    (_b_log, 0.4), (_b_scan, 1.0), (_b_visible, 0.6), (_b_goto_scan, 2.5), (_b_conditional, 2.5),
+    (_b_route, 2.0), (_b_patrol, 0.6), (_b_go_return, 0.8), (_b_replan, 0.4),
+]
+_BASE_STEP: list[tuple[Callable[[random.Random], Step], float]] = [
+    (_b_goto, 4.0), (_b_pose, 1.5), (_b_move, 2.0), (_b_turn, 2.0), (_b_wait, 0.6), (_b_log, 0.6),
+    (_b_stop, 0.2),
+]
+
+
+def _base_sample(rng: random.Random) -> tuple[str, str, tuple[str, ...]]:
+    if rng.random() < 0.6:
+        return _pick(rng, _BASE_SINGLE)(rng)
+    n = rng.choice([2, 2, 2, 3, 3])
+    steps = [_pick(rng, _BASE_STEP)(rng) for _ in range(n)]
+    if rng.random() < 0.2:  # end with a look
+        steps.append(_b_scan(rng))
+    text = _join_text(rng, [s[0] for s in steps])
+    plan = "".join(s[1] for s in steps)
+    if plan.count("->_1;") > 0 and not plan.endswith("->_1;"):
+        return _b_goto(rng)
+    objs = tuple(o for s in steps for o in s[2])
+    return text, plan, objs
+
+
+# ------------------------------------------------------------------------------------------
 # public API
 # ------------------------------------------------------------------------------------------
 # ------------------------------------------------------------------------------------------
@@ -811,7 +1098,7 @@ def _replan_sample(rng: random.Random) -> tuple[PlanSample, PlanSample]:
 
 
 def _objects_list(rng: random.Random, kind: str, used: tuple[str, ...]) -> tuple[str, ...]:
-    vocab = _DRONE_EXTRA_NOUNS if kind == "drone" else _ARM_EXTRA_NOUNS
+    vocab = {"drone": _DRONE_EXTRA_NOUNS, "base": BASE_PLACES}.get(kind, _ARM_EXTRA_NOUNS)
     k = rng.randint(2, 8)
     names = list(dict.fromkeys(list(used) + rng.sample(vocab, k)))
     rng.shuffle(names)
@@ -833,13 +1120,16 @@ def _checker(skill_set_id: str):
 
 def generate(n: int = 6000, seed: int = 0, *, arm_fraction: float = 0.4, objects_fraction: float = 0.4,
              exclude: set[str] | None = None, scene_fraction: float = 0.0,
-             replan_fraction: float = 0.0, use_fraction: float = 0.0) -> list[PlanSample]:
+             replan_fraction: float = 0.0, use_fraction: float = 0.0,
+             base_fraction: float = 0.0) -> list[PlanSample]:
     """``n`` distinct samples (deterministic for ``seed``). ``objects_fraction`` of them carry a
     known-objects list (the plan's objects plus distractors, shuffled); the rest none.
     ``scene_fraction`` of the drone samples carry a scene after the instruction (the named objects
     in view half the time; the plan is the same either way), and ``replan_fraction`` of the drone
     draws are a re-plan's two generations (:func:`_replan_sample`), and ``use_fraction`` of the
-    drone draws ask for a detector class by kind or purpose (:func:`_by_use`). Plans the plan grammar rejects
+    drone draws ask for a detector class by kind or purpose (:func:`_by_use`); ``base_fraction`` of
+    the draws are a mobile base's (``nav2_base``: :func:`_base_sample`; drawn before the drone/arm
+    split, so with 0 the drone and arm samples are those of before). Plans the plan grammar rejects
     (a composition over the plan limits) are skipped."""
     rng = random.Random(seed)
     excl = excluded_instructions() if exclude is None else exclude
@@ -848,7 +1138,10 @@ def generate(n: int = 6000, seed: int = 0, *, arm_fraction: float = 0.4, objects
     tries = 0
     while len(out) < n and tries < n * 50:
         tries += 1
-        kind = "arm" if rng.random() < arm_fraction else "drone"
+        if base_fraction > 0 and rng.random() < base_fraction:
+            kind = "base"
+        else:
+            kind = "arm" if rng.random() < arm_fraction else "drone"
         if kind == "drone" and replan_fraction > 0 and rng.random() < replan_fraction:
             pair = _replan_sample(rng)
             key = normalise(pair[0].instruction)
@@ -857,7 +1150,8 @@ def generate(n: int = 6000, seed: int = 0, *, arm_fraction: float = 0.4, objects
             seen.add(key)
             out.extend(p for p in pair if _checker("tello_minispec").accepts(p.plan))
             continue
-        text, plan, used = _arm_sample(rng) if kind == "arm" else _drone_sample(rng, use_fraction)
+        text, plan, used = (_arm_sample(rng) if kind == "arm" else _base_sample(rng) if kind == "base"
+                            else _drone_sample(rng, use_fraction))
         text = _tidy_text(text)
         if rng.random() < 0.08:
             text = text[0].upper() + text[1:]
@@ -866,7 +1160,7 @@ def generate(n: int = 6000, seed: int = 0, *, arm_fraction: float = 0.4, objects
         key = normalise(text)
         if key in excl or key in seen:
             continue
-        if not _checker("indy7_arm" if kind == "arm" else "tello_minispec").accepts(plan):
+        if not _checker(SKILL_SET_OF_KIND[kind]).accepts(plan):
             continue
         seen.add(key)
         objs = _objects_list(rng, kind, used) if (rng.random() < objects_fraction) else ()

@@ -42,7 +42,8 @@ import llm_planner_node
 from typing import Any, Sequence
 
 from timely_tools.training import chat_replay
-from timely_tools.training.plan_data import DRONE_OBJECTS, ARM_OBJECTS, ARM_TARGETS, PlanSample, generate
+from timely_tools.training.plan_data import (ARM_OBJECTS, ARM_TARGETS, BASE_PLACES, BASE_THINGS, DRONE_OBJECTS,
+                                             PlanSample, generate)
 from llm_planner_node.prompts.prompt import PLANNER_PROMPT_OPTIONS, build_chat_prompt_ids
 
 BASE_MODEL = "smollm2-135m-instruct"
@@ -71,7 +72,7 @@ def _log(msg: str) -> None:
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
-_OBJ_RE = re.compile(r"\b(?:scan|goto|orienting|is_visible|look|pick|push|wipe)\(([a-z0-9_]+)|place\(([a-z0-9_]+), ([a-z0-9_]+)\)")
+_OBJ_RE = re.compile(r"\b(?:scan|goto|go_to|orienting|is_visible|look|pick|push|wipe)\(([a-z0-9_]+)|place\(([a-z0-9_]+), ([a-z0-9_]+)\)")
 
 
 def plan_objects(plan: str) -> list[str]:
@@ -83,7 +84,8 @@ def plan_objects(plan: str) -> list[str]:
 
 def batch_objects(rng: random.Random, kind: str, samples: Sequence[PlanSample]) -> tuple[str, ...]:
     used = [o.replace("_", " ") for s in samples for o in plan_objects(s.plan)]
-    vocab = DRONE_OBJECTS if kind == "drone" else ARM_OBJECTS + ARM_TARGETS
+    # a base's known objects are its places (and what it looks for, when its YAML lists objects)
+    vocab = {"drone": DRONE_OBJECTS, "base": BASE_PLACES + BASE_THINGS[:8]}.get(kind, ARM_OBJECTS + ARM_TARGETS)
     names = list(dict.fromkeys(used + rng.sample(vocab, rng.randint(1, 5))))
     rng.shuffle(names)
     return tuple(names)
@@ -148,12 +150,16 @@ def train(args: argparse.Namespace) -> None:
     model.print_trainable_parameters()
     inner = model.base_model.model  # LlamaForCausalLM
     samples = generate(args.samples, args.seed, scene_fraction=args.scene_fraction,
-                       replan_fraction=args.replan_fraction, use_fraction=args.use_fraction)
-    by_kind = {k: [s for s in samples if s.robot_kind == k] for k in ("drone", "arm")}
+                       replan_fraction=args.replan_fraction, use_fraction=args.use_fraction,
+                       base_fraction=args.base_fraction)
+    by_kind = {k: [s for s in samples if s.robot_kind == k] for k in ("drone", "arm", "base")}
+    if not by_kind["base"]:
+        del by_kind["base"]
     replay = [PlanSample("chat", q, a) for q, a in chat_replay.load()] if args.chat_fraction > 0 else []
     if replay:
         by_kind["chat"] = replay
-    _log(f"data: {len(samples)} samples ({len(by_kind['drone'])} drone, {len(by_kind['arm'])} arm), "
+    _log(f"data: {len(samples)} samples ({len(by_kind['drone'])} drone, {len(by_kind['arm'])} arm, "
+         f"{len(by_kind.get('base', ()))} base), "
          f"{len(replay)} chat replay answers")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
@@ -191,6 +197,8 @@ def train(args: argparse.Namespace) -> None:
     for step in range(args.steps):
         if replay and rng.random() < args.chat_fraction:
             kind = "chat"
+        elif "base" in by_kind and rng.random() < args.base_fraction:
+            kind = "base"
         else:
             kind = "drone" if rng.random() < args.drone_fraction else "arm"
         batch = []
@@ -255,7 +263,8 @@ def train(args: argparse.Namespace) -> None:
                 "alpha": args.alpha, "lora_layers": layers, "target_modules": list(TARGET_MODULES),
                 "init": args.init or None, "prefix_refresh": args.prefix_refresh, "objects_fraction": args.objects_fraction,
                 "drone_fraction": args.drone_fraction, "scene_fraction": args.scene_fraction,
-                "replan_fraction": args.replan_fraction, "use_fraction": args.use_fraction, "chat_fraction": args.chat_fraction if replay else 0.0,
+                "replan_fraction": args.replan_fraction, "use_fraction": args.use_fraction,
+                "base_fraction": args.base_fraction, "chat_fraction": args.chat_fraction if replay else 0.0,
                 "chat_replay": len(replay),
                 "wall_time_s": round(time.time() - t0, 1), "train_time_s": round(time.time() - t_train, 1),
                 "final_loss": lv, "final_loss_ema": ema,
@@ -415,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="share of drone draws that are a re-plan's two generations")
     ap.add_argument("--use-fraction", type=float, default=0.0,
                     help="drone samples asking for a detector class by kind or purpose (default none)")
+    ap.add_argument("--base-fraction", type=float, default=0.0,
+                    help="share of the samples, and of the plan batches, that are a mobile base's (nav2_base; "
+                         "the 2026-12-03 run used 0.35); default 0: drones and arms only, as the shipped adapter")
     ap.add_argument("--chat-fraction", type=float, default=0.15,
                     help="share of batches from the chat replay (chat_replay.jsonl: the base model's own chat "
                          "answers, so the adapter keeps talking); 0: plans only")

@@ -156,3 +156,77 @@ def test_adapter_files():
     for key in ("seed", "steps", "data_size", "wall_time_s", "final_loss", "versions"):
         assert key in info
     assert set(info["versions"]) == {"torch", "transformers", "peft"}
+
+
+# ------------------------------------------------------------------------------------------
+# the mobile base (nav2_base)
+# ------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _base_samples() -> tuple:
+    return tuple(s for s in generate(2000, 0, base_fraction=0.5) if s.robot_kind == "base")
+
+
+def test_base_share_is_opt_in_and_leaves_the_drone_and_arm_data_alone():
+    assert generate(300, 4) == generate(300, 4, base_fraction=0.0)
+    assert {s.robot_kind for s in generate(300, 4)} == {"drone", "arm"}
+    mixed = generate(1000, 4, base_fraction=0.3)
+    share = sum(s.robot_kind == "base" for s in mixed) / len(mixed)
+    assert 0.22 < share < 0.38 and {s.robot_kind for s in mixed} == {"drone", "arm", "base"}
+
+
+def test_every_base_plan_is_valid_under_nav2_base_and_segments():
+    from timely_robot.minispec import parse_program
+
+    base = _base_samples()
+    assert len(base) > 800 and all(s.skill_set == "nav2_base" for s in base)
+    ss = DEFAULT_SKILL_SETS["nav2_base"]
+    for s in base:
+        assert _checker("nav2_base").accepts(s.plan), s
+        assert parse_program(s.plan, ss), s
+        assert segment_all(get_segmenter("base", "nav2_base"), [s.plan]), s
+        assert s.plan.endswith(";") and " " not in re.sub(r"'[^']*'", "", s.plan).replace(", ", ","), s
+    for s in [s for s in base if s.objects][:150]:  # a base's known objects: its places (and things)
+        assert _checker("nav2_base", tuple(s.objects)).accepts(s.plan), s
+
+
+def test_base_coverage():
+    plans = [s.plan for s in _base_samples()]
+    for name in ("go_to", "go_to_pose", "move_forward", "move_backward", "turn_cw", "turn_ccw", "stop", "scan",
+                 "is_visible", "delay", "log", "re_plan"):
+        assert any(f"{name}(" in p for p in plans), name
+    assert any(re.search(r"^\d+\{go_to", p) for p in plans)  # patrols
+    assert any("?_1==True{" in p for p in plans) and any("?_1==False{" in p for p in plans)
+    assert any(re.fullmatch(r"go_to_pose\(-?[\d.]+, -?[\d.]+, -?\d+\);", p) for p in plans)  # with a yaw
+    assert len({m for p in plans for m in re.findall(r"go_to\(([a-z0-9_]+)\)", p)}) > 80  # a large pool of places
+
+
+def test_base_plans_copy_the_place_and_keep_the_units():
+    from timely_robot.minispec import parse_program
+
+    ss = DEFAULT_SKILL_SETS["nav2_base"]
+    for s in _base_samples():
+        for place in re.findall(r"go_to\(([a-z0-9_]+)\)", s.plan):
+            assert place.replace("_", " ") in s.instruction.lower(), s  # the instruction's own words
+        m = re.fullmatch(r"(?:go|drive|navigate|move|head) to x (-?[\d.]+) y (-?[\d.]+)", s.instruction)
+        if m:
+            assert s.plan == f"go_to_pose({m.group(1)}, {m.group(2)});", s
+        m = re.fullmatch(r"(?:drive|move|go) forward (\d+) ?cm", s.instruction)
+        if m:
+            assert s.plan == f"move_forward({m.group(1)});", s
+        m = re.fullmatch(r"(?:back up|reverse) (\d) (?:m|meters?|metres?)", s.instruction)
+        if m:
+            assert s.plan == f"move_backward({int(m.group(1)) * 100});", s
+        for stmt in parse_program(s.plan, ss):  # the safe ranges (1 m = 100 cm)
+            call = getattr(stmt, "call", None)
+            if call is not None and call.name in ("move_forward", "move_backward"):
+                assert 10 <= call.args[0] <= (300 if call.name == "move_forward" else 100), s
+
+
+def test_base_data_never_holds_a_heldout_instruction():
+    excl = _excluded_raw()
+    base_heldout = [json.loads(line)["instruction"] for line in BENCH_HELDOUT_PATH.read_text().splitlines()
+                    if line.strip() and json.loads(line)["kind"] == "base"]
+    assert len(base_heldout) >= 40 and {normalise(i) for i in base_heldout} <= excl
+    gen = {normalise(s.instruction) for s in generate(6000, 1, base_fraction=0.35, scene_fraction=0.4,
+                                                      replan_fraction=0.08)}
+    assert not (gen & excl)

@@ -2,7 +2,7 @@
 
 Instruction file (JSON lines, one instruction a line, blank lines skipped)::
 
-    {"kind": "drone" | "arm", "instruction": "...", "require": [PATTERN, ...],
+    {"kind": "drone" | "arm" | "base", "instruction": "...", "require": [PATTERN, ...],
      "forbid": ["skill", ...], "max_calls": N}
 
 * ``PATTERN``: one call ``["skill_name", arg, ...]`` or a list of alternative calls
@@ -20,7 +20,7 @@ Instruction file (JSON lines, one instruction a line, blank lines skipped)::
 
 :func:`load_instructions` validates a file and raises :class:`InstructionSetError` with one
 sentence naming the line for a bad line. :func:`parse_plan` parses a whole plan with the node's
-parsers (MiniSpec for drones, the arm language for arms) and :func:`check_plan` judges it.
+parsers (MiniSpec for drones and mobile bases, the arm language for arms) and :func:`check_plan` judges it.
 :func:`is_unsafe` is the static budget check of a dispatched plan (loop count over 10, or over 50
 calls after unrolling).
 """
@@ -37,7 +37,7 @@ from typing import Any, Iterable, Sequence
 from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, SkillCall, SkillError, SkillSet
 
 #: Robot kinds the instruction file may name.
-KINDS = ("drone", "arm")
+KINDS = ("drone", "arm", "base")
 #: Keys of one instruction line.
 KEYS = ("kind", "instruction", "require", "forbid", "max_calls")
 #: Relative tolerance of numeric arguments.
@@ -188,7 +188,7 @@ def load_instructions(path: str | Path) -> list[Instruction]:
 # ---------------------------------------------------------------------------------------------
 def parse_plan(text: str, kind: str, *, check_vars: bool = True) -> list[Any]:
     """The plan's top-level statements, parsed and validated by the node's parser for ``kind``
-    (MiniSpec ``parse_program`` for drones, ``parse_arm_plan`` for arms). Raises PlanError."""
+    (MiniSpec ``parse_program`` for drones and bases, ``parse_arm_plan`` for arms). Raises PlanError."""
     ss = skill_set_for(kind)
     if kind == "arm":
         from llm_planner_node.segmenters.arm import parse_arm_plan

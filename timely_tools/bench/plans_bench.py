@@ -1,7 +1,7 @@
 """``timely-fleet bench plans``: plan quality of any model, as the node would plan and dispatch.
 
     timely-fleet bench plans [--model M ...] [--instructions PATH] [--constrained-decoding grammar|off|both]
-                             [--ablation] [--params YAML] [--limit N] [--kind drone|arm] [--failures N]
+                             [--ablation] [--params YAML] [--limit N] [--kind drone|arm|base] [--failures N]
                              [--json PATH]
 
 Every instruction of the instruction file (default: :data:`DEFAULT_INSTRUCTIONS`, a held-out set
@@ -464,6 +464,13 @@ def failure_counts(results: list[dict[str, Any]]) -> list[tuple[str, int]]:
 # ---------------------------------------------------------------------------------------------
 # A goal as the node sets it up: known objects, plan limits, max_tokens, prompt
 # ---------------------------------------------------------------------------------------------
+#: The places of the bench's mobile base when the parameter file has none (a base's places are its
+#: known objects, in the prompt and the grammar, as ``robots[].places`` make them): the room of
+#: the Nav2 simulator's five and a few more, the ones the held-out base instructions name.
+BENCH_BASE_PLACES = ("dock", "kitchen", "hall", "office", "lab", "charging_station", "lobby", "storage_room",
+                     "meeting_room", "garage", "greenhouse", "mudroom")
+
+
 def bench_objects(robots: Sequence[Any], items: Sequence[pm.Instruction]) -> dict[str, tuple[str, ...]]:
     """The known objects every generation of a robot kind carries (prompt and grammar, as the
     node passes a robot's ``objects``): those of the parameter file's first robot of that kind
@@ -473,7 +480,8 @@ def bench_objects(robots: Sequence[Any], items: Sequence[pm.Instruction]) -> dic
     instructions talk about (else the grammar could not write it). One list per kind, not per
     instruction: a robot's prompt is the same for all its goals (the prefix cache serves it),
     and a per-instruction list would hint each answer. A kind whose robot lists no objects gets
-    none (its grammar then admits any name)."""
+    none (its grammar then admits any name); a base, whose places are its objects, gets
+    :data:`BENCH_BASE_PLACES` when the parameter file has none."""
     from llm_planner_node.prompts.grammar import object_names
 
     out: dict[str, tuple[str, ...]] = {}
@@ -481,6 +489,8 @@ def bench_objects(robots: Sequence[Any], items: Sequence[pm.Instruction]) -> dic
         ss = pm.skill_set_for(kind)
         robot = next((r for r in robots if r.kind == kind and r.skill_set == ss.id), None)
         base = tuple(robot.objects) if robot is not None else ()
+        if kind == "base" and not base:  # a parameter file without a base: the bench's own
+            base = BENCH_BASE_PLACES
         named: list[str] = []
         if base:
             for it in items:

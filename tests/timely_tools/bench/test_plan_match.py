@@ -231,7 +231,10 @@ def test_the_shipped_held_out_set():
 
     items = pm.load_instructions(DEFAULT_INSTRUCTIONS)
     drones = sum(it.kind == "drone" for it in items)
-    assert len(items) >= 100 and 0.55 <= drones / len(items) <= 0.65
+    arms = sum(it.kind == "arm" for it in items)
+    bases = sum(it.kind == "base" for it in items)
+    assert drones + arms >= 100 and 0.55 <= drones / (drones + arms) <= 0.65
+    assert bases >= 40 and drones + arms + bases == len(items)
     keys = [normalize_instruction(it.instruction) for it in items]
     assert len(set(keys)) == len(keys)
     assert check_unseen(items) == []                      # never in the training corpus or prompt examples

@@ -384,9 +384,12 @@ def test_no_worked_example_is_a_held_out_instruction_or_answers_one():
         return " ".join(re.findall(r"[a-z0-9]+", s.lower()))
 
     items = pm.load_instructions(DEFAULT_INSTRUCTIONS)
-    library = {"drone": EXAMPLES["minispec"], "arm": EXAMPLES["arm"]}
-    shown = {norm(i) for lib in library.values() for i, _ in lib}
-    assert not [it.instruction for it in items if norm(it.instruction) in shown]
+    library = {"drone": EXAMPLES["minispec"], "arm": EXAMPLES["arm"], "base": EXAMPLES["base"]}
+    shown = {norm(i) for k in ("drone", "arm") for i, _ in library[k]}
+    assert not [it.instruction for it in items if it.kind != "base" and norm(it.instruction) in shown]
+    # a base's examples are its own ("turn right 90 degrees" is a base example and a drone instruction)
+    base_shown = {norm(i) for i, _ in library["base"]}
+    assert not [it.instruction for it in items if it.kind == "base" and norm(it.instruction) in base_shown]
     leaks = []
     for it in items:
         if not any(args for pattern in it.require for _, args in pattern):
@@ -440,3 +443,16 @@ def test_generated_scenes_hold_or_lack_what_the_instruction_names():
     rows, skipped = variants("m", dict(DEFAULT_PLAN_LIMITS), (True,), ablation=False, chat=False, objects={},
                              scenes=True)
     assert [r.ablation for r in rows] == ["full"] and skipped[0]["ablation"] == "scenes"
+
+
+def test_a_base_plan_by_name_or_alias_matches_and_runs_and_the_bench_base_has_its_places():
+    from timely_tools.bench.plans_bench import BENCH_BASE_PLACES, bench_objects, execute_dispatched
+
+    it = pm.parse_instruction({"kind": "base", "instruction": "t", "require": [["go_to", "lab"], ["scan", "chair"]],
+                               "max_calls": 4})
+    for plan in ("go_to(lab);_1=scan(chair);->_1;", "gt,lab;_1=s,chair;->_1;"):
+        assert pm.check_plan(it, pm.parse_plan(plan, "base")).match
+        assert execute_dispatched(segments(plan, "base"), "base")[:2] == (True, 2)
+    assert not pm.check_plan(it, pm.parse_plan("gp,90,100;", "base")).match
+    objs = bench_objects([], [it])["base"]
+    assert set(BENCH_BASE_PLACES) | {"chair"} == set(objs) and {"dock", "kitchen", "hall", "office", "lab"} <= set(objs)

@@ -305,7 +305,9 @@ CHAT = SkillSet(
     skills=(SkillSpec("say", (_a("text", "str"),)),),
 )
 
-DEFAULT_SKILL_SETS: dict[str, SkillSet] = {s.id: s for s in (TELLO_MINISPEC, INDY7_ARM, NAV2_BASE, CHAT)}
+#: the skill sets this package defines; the fleet YAML may register more (:func:`register_skill_set`)
+BUILT_IN_SKILL_SETS: tuple[SkillSet, ...] = (TELLO_MINISPEC, INDY7_ARM, NAV2_BASE, CHAT)
+DEFAULT_SKILL_SETS: dict[str, SkillSet] = {s.id: s for s in BUILT_IN_SKILL_SETS}
 
 #: Which skill set a robot kind uses when a goal names none. ``sim`` robots fly MiniSpec.
 DEFAULT_SKILL_SET_FOR_KIND: dict[str, str] = {

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from llm_planner_node.core.policies import policy_names
-from timely_robot.skills import DEFAULT_SKILL_SETS, ROBOT_KINDS
+from timely_robot.skills import BUILT_IN_SKILL_SETS, DEFAULT_SKILL_SETS, ROBOT_KINDS
 from llm_planner_node.config.schema import (RUNTIME_NAMES, from_flat, is_runtime, read_only_reason, schema,
                                            spec_map, to_flat, validate_update)
 from timely_robot.config import SecurityParams, ADAPTERS, ParamError, RobotParams
@@ -187,7 +187,7 @@ def _robot(draw, rid):
                                     or a in ("sim", "external"))]))
     host = draw(st.sampled_from(["10.0.0.2", "robot.local"])) if adapter in ("tello", "indy") else \
         draw(st.sampled_from(["", "h"]))
-    return RobotParams(rid, kind, draw(st.sampled_from(tuple(DEFAULT_SKILL_SETS))), adapter, host)
+    return RobotParams(rid, kind, draw(st.sampled_from([s.id for s in BUILT_IN_SKILL_SETS])), adapter, host)
 
 
 @st.composite

@@ -1,9 +1,9 @@
 """Failover as a team runs it: the robots' adapters, an active planner and two standbys as four
 `timely-fleet up` processes on a signed link (the Tello SDK simulator behind djitellopy, the IndyDCP3 servicer behind
-the neuromeka client, a base on the Nav2 simulator, robots in real time), the active SIGKILLed mid-plan.
+the neuromeka client, robots in real time), the active SIGKILLed mid-plan.
 
-The drone's goal, sent with `timely-fleet goal`, and the arm's and the base's, sent with a plain
-rclpy ActionClient, all end SUCCEEDED through the standby that takes over: the CLI prints one result,
+The drone's goal, sent with `timely-fleet goal`, and the arm's, sent with a plain rclpy
+ActionClient, both end SUCCEEDED through the standby that takes over: the CLI prints one result,
 each segment ran once, and the plain client (whose result request went to the planner that died)
 finds its result on planner/results by goal id. Exactly one standby takes over; the other follows
 the new active planner and, when that one is killed too, takes over from it and serves the next goal."""
@@ -26,7 +26,6 @@ pytestmark = pytest.mark.ros
 
 DRONE_PLAN = "tc,90;mf,50;tc,90;mf,50;"
 ARM_PLAN = "look(apple);pick(apple);place(apple, tray);"
-BASE_PLAN = "mf,100;tc,90;mf,100;"  # Nav2's DriveOnHeading and Spin on the Nav2 simulator: ~10 s
 
 
 def fleet_yaml(path) -> str:
@@ -38,7 +37,6 @@ def fleet_yaml(path) -> str:
              "perception": {"source": "scene"}},
             {"id": "indy_1", "kind": "arm", "skill_set": "indy7_arm", "adapter": "indy-sim",
              "objects": ["apple", "tray"]},
-            {"id": "base_1", "kind": "base", "adapter": "nav2-sim"},
         ]}))
     return str(path)
 
@@ -96,13 +94,6 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
         arm_handle = sent.result()
         assert arm_handle.accepted
         arm_goal_id = bytes(arm_handle.goal_id.uuid).hex()
-        sent = client.send_goal_async(PlanTask.Goal(robot_id="base_1", instruction=BASE_PLAN, ert_s=1.0, alpha=-2.0,
-                                                    beta=1.0))
-        deadline = time.monotonic() + 30
-        while not sent.done() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sent.result().accepted
-        base_goal_id = bytes(sent.result().goal_id.uuid).hex()
 
         drone.wait(timeout=90)
         reader.join(timeout=5)
@@ -126,13 +117,6 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
         assert arm.status == PlanTask.Result.STATUS_SUCCEEDED, arm.message
         assert arm.plan_text == ARM_PLAN
         assert all(s.execution_end_s >= 0 for s in arm.segments)
-        # the base's Nav2 goals went on through the takeover (the lease renewed, not expired)
-        deadline = time.monotonic() + 60
-        while base_goal_id not in results and time.monotonic() < deadline:
-            time.sleep(0.1)
-        base = results.get(base_goal_id)
-        assert base is not None and base.status == PlanTask.Result.STATUS_SUCCEEDED, base and base.message
-        assert all(s.execution_end_s >= 0 for s in base.segments)
 
         logs = ["\n".join(s.lines) for s in standbys]
         # the standbys followed the signed journal until the kill, and took over only after it
@@ -142,7 +126,7 @@ def test_the_standby_finishes_a_drone_and_an_arm_goal_when_the_active_planner_is
         took = [i for i, log in enumerate(logs) if "took over" in log]
         assert len(took) == 1, logs
         new_active, other = standbys[took[0]], standbys[1 - took[0]]
-        assert re.search(r"took over from planner .* at term 2: .*adopted [23] goal\(s\)", logs[took[0]]), logs
+        assert re.search(r"took over from planner .* at term 2: .*adopted 2 goal\(s\)", logs[took[0]]), logs
         assert re.search(r"now following planner \S+ \(term 2\)", logs[1 - took[0]]), logs
         assert "planner lost" not in "\n".join(adapters.lines), "a robot was stopped by its lease"
 

@@ -5,7 +5,7 @@
   generated rule structure) pass the segmenter's validation and the safe ranges, and what
   follows each top-level segment boundary is again accepted (the resumption property);
 * out-of-range integers and unknown skills are rejected by the grammar;
-* the grammar compiles with xgrammar for each DEFAULT_SKILL_SETS entry;
+* the grammar compiles with xgrammar for each built-in skill set;
 * int_range_ebnf is exact (exhaustive for small ranges, hypothesis for large ones).
 
 Acceptance is checked with xgrammar's GrammarMatcher on characters (GrammarChecker).
@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from timely_robot.skills import (
-    CHAT, DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, INDY7_ARM, TELLO_MINISPEC, ArgSpec, SkillSet, SkillSpec)
+    BUILT_IN_SKILL_SETS, CHAT, DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS, INDY7_ARM, TELLO_MINISPEC, ArgSpec,
+    SkillSet, SkillSpec)
 from llm_planner_node.prompts.grammar import (Alt, Chars, GrammarChecker, Lit, PlanGrammar, Ref, Rep, Seq,
                                       build_plan_grammar, derivatives_for, float_range, int_range, int_range_ebnf,
                                       language_of, node_to_regex, plan_grammar)
@@ -45,7 +46,7 @@ ROVER = SkillSet(
         SkillSpec("see", (ArgSpec("object", "str"),), returns="bool", kind="perception"),
     ),
 )
-SKILL_SETS = list(DEFAULT_SKILL_SETS.values()) + [ROVER]
+SKILL_SETS = list(BUILT_IN_SKILL_SETS) + [ROVER]
 
 
 @lru_cache(maxsize=None)
@@ -81,7 +82,7 @@ def test_grammar_compiles_with_the_shipped_tokenizer():
     tok = AutoTokenizer.from_pretrained(DEFAULT_MODEL_PATH)
     info = xg.TokenizerInfo.from_huggingface(tok)
     compiler = xg.GrammarCompiler(info, cache_enabled=False)
-    for ss in DEFAULT_SKILL_SETS.values():
+    for ss in BUILT_IN_SKILL_SETS:
         compiled = compiler.compile_grammar(plan_grammar(ss))
         m = xg.GrammarMatcher(compiled)
         example = {"drone": " mu,50;tc,180;", "arm": " home(); push(book, 50); home();", "base": " mf,50;tc,180;",
@@ -186,7 +187,7 @@ def _literal(spec: ArgSpec) -> str:
     return "cat"
 
 
-@pytest.mark.parametrize("ss", [s for s in [*DEFAULT_SKILL_SETS.values(), ROVER] if language_of(s) != "chat"],
+@pytest.mark.parametrize("ss", [s for s in [*BUILT_IN_SKILL_SETS, ROVER] if language_of(s) != "chat"],
                          ids=lambda s: s.id)
 @given(data=st.data())
 @SETTINGS

@@ -796,8 +796,22 @@ def _b_goto(rng: random.Random, p: str | None = None) -> Step:
                        "move to {p}", "return to {p}", "roll over to {p}", "make your way to {p}", "get to {p}",
                        "proceed to {p}", "go back to {p}", "drive over to {p}", "head over to {p}",
                        "travel to {p}", "take yourself to {p}", "go to {p} please", "drive yourself to {p}",
-                       "i need you in {p}", "come to {p}", "go down to {p}", "head back to {p}"])
-    return text.format(p=_place_np(rng, p)), f"go_to({snake(p)});", (p,)
+                       "i need you in {p}", "come to {p}", "go down to {p}", "head back to {p}",
+                       "back to {p}", "off to {p}", "straight to {p}", "over to {p}", "swing over to {p}",
+                       "wander over to {p}", "get yourself to {p}", "station yourself at {p}", "report to {p}",
+                       "please go to {p}", "can you go to {p}?", "would you drive to {p}?", "go into {p}",
+                       "head into {p}", "pull up at {p}", "find your way to {p}", "get over to {p}"])
+    text = text.format(p=_place_np(rng, p))
+    if rng.random() < 0.12:  # a reason said first: "battery low: back to the dock"
+        text = rng.choice(_BASE_REASONS) + rng.choice([": ", ", so ", " - ", ". "]) + text
+    return text, f"go_to({snake(p)});", (p,)
+
+
+#: reasons an operator gives before sending a base somewhere (the plan is the place alone)
+_BASE_REASONS = ("battery is low", "your battery is running low", "time to charge", "time to top up your battery",
+                 "you're done for today", "shift is over", "the meeting starts soon", "someone needs you",
+                 "we need you", "all done here", "that's finished", "job's done", "charging time",
+                 "you need a recharge", "nothing more to do here", "there's a delivery waiting")
 
 
 def _coord(rng: random.Random, lo: float = -15, hi: float = 15) -> float:
@@ -820,9 +834,18 @@ def _b_pose(rng: random.Random) -> Step:
                          f"the point ({X}, {Y})", f"coordinates {X}, {Y}", f"position ({X}, {Y})",
                          f"the pose x {X} y {Y}", f"{X}, {Y} on the map", f"map position {X} {Y}",
                          f"x {X}{m} and y {Y}{m}", f"the coordinates ({X}, {Y})"])
+    if rng.random() < 0.25:  # a unit on each coordinate, singular for one
+        def unit(v: str) -> str:
+            one = v in ("1", "-1")
+            return rng.choice([" metre" if one else " metres", " meter" if one else " meters", " m"])
+        coords = rng.choice([f"x {X}{unit(X)}, y {Y}{unit(Y)}", f"x {X}{unit(X)} and y {Y}{unit(Y)}",
+                             f"{X}{unit(X)} in x and {Y}{unit(Y)} in y"])
     verb = rng.choice(["go to", "drive to", "navigate to", "move to", "head to", "go to", "drive over to",
-                       "take yourself to", "travel to"])
-    text = f"{verb} {coords}"
+                       "take yourself to", "travel to", "position yourself at", "put yourself at",
+                       "set your goal to", "your goal is", "the target pose is", "your destination is",
+                       "target:", "the goal is", "drive yourself to"])
+    text = f"{verb} {coords}" + (rng.choice([" on the map", " in the map frame", " in map coordinates"])
+                                 if rng.random() < 0.15 and "map" not in coords else "")
     if rng.random() < 0.3:
         yaw = rng.choice([0, 90, -90, 180, 45, -45, 135, 30, 60, -120])
         text += rng.choice([f" facing {yaw} degrees", f" with yaw {yaw}", f", heading {yaw} degrees",
@@ -860,7 +883,11 @@ def _b_move(rng: random.Random, skill: str | None = None) -> Step:
 def _b_stop(rng: random.Random) -> Step:
     return rng.choice(["stop", "halt", "stop right there", "stop moving", "freeze", "stand still",
                        "stop where you are", "stop now", "come to a stop", "hold it, stop", "stop driving",
-                       "stay where you are and stop"]), "stop();", ()
+                       "stay where you are and stop", "don't move", "do not move", "stay put", "hold still",
+                       "stop all movement", "no more driving", "that's far enough, stop", "brake now", "quit moving",
+                       "stop the motion", "don't go any further", "do not drive any further", "wait, stop",
+                       "stop right now", "halt immediately", "stop moving at once", "hold your position",
+                       "end the motion", "no further, stop", "stop, don't drive on"]), "stop();", ()
 
 
 def _b_wait(rng: random.Random) -> Step:
@@ -874,7 +901,9 @@ def _b_wait(rng: random.Random) -> Step:
 def _b_say(rng: random.Random) -> tuple[str, str]:
     msg = rng.choice(_BASE_MSGS)
     text = rng.choice(["say {m}", "say '{m}'", "say \"{m}\"", "log {m}", "report '{m}'", "write '{m}' to the log",
-                       "send the message '{m}'", "tell the operator '{m}'", "announce '{m}'"]).format(m=msg)
+                       "send the message '{m}'", "tell the operator '{m}'", "announce '{m}'", "greet them with {m}",
+                       "greet them with '{m}'", "log the message '{m}'", "write {m} in the log",
+                       "note '{m}' in the log", "put '{m}' in the log"]).format(m=msg)
     return text, f"log('{msg}');"
 
 
@@ -891,7 +920,11 @@ def _b_scan(rng: random.Random) -> Step:
     o = rng.choice(BASE_THINGS)
     text = rng.choice(["look for {o}", "search for {o}", "scan for {o}", "find {o}", "look around for {o}",
                        "turn until you see {o}", "check for {o}", "try to spot {o}", "scan the room for {o}",
-                       "search around for {o}"]).format(o=_thing_np(rng, o))
+                       "search around for {o}", "watch for {o}", "be on the lookout for {o}",
+                       "keep watch for {o}", "keep looking until you see {o}", "rotate until {o} comes into view",
+                       "spin around until you spot {o}", "turn in place until you see {o}",
+                       "look out for {o}", "search the area for {o}", "locate {o}", "is there {o} anywhere?",
+                       "find out whether there is {o} around"]).format(o=_thing_np(rng, o))
     return text, f"_1=scan({snake(o)});->_1;", (o,)
 
 
@@ -916,7 +949,10 @@ def _b_goto_scan(rng: random.Random) -> Step:
         text = rng.choice(["go to {p} and look for {o}", "drive to {p} and search for {o}",
                            "head to {p} and check for {o}", "is there {o} in {p}?", "check if {o} is in {p}",
                            "look for {o} in {p}", "go to {p}, then scan for {o}", "search {p} for {o}",
-                           "see whether {p} has {o}", "navigate to {p} and find {o}"])
+                           "see whether {p} has {o}", "navigate to {p} and find {o}",
+                           "is there {o} anywhere in {p}?", "over in {p}, look for {o}", "in {p}, is there {o}?",
+                           "drop by {p} and check it for {o}", "check {p} for {o}", "head into {p} and search it for {o}",
+                           "once you are in {p}, look for {o}"])
         text = text.format(p=_place_np(rng, p), o=_thing_np(rng, o))
     return text, f"go_to({snake(p)});_1=scan({snake(o)});->_1;", (p, o)
 
@@ -930,22 +966,33 @@ def _b_conditional(rng: random.Random) -> Step:
         say, act = _b_say(rng)
         text = rng.choice([f"if you see {O} in {P}, {say}", f"go to {P} and {say} if you find {O}",
                            f"drive to {P}; if {O} is there, {say}", f"in {P}, look for {O} and {say} when you see it",
-                           f"go to {P}, and if there is {O}, {say}"])
+                           f"go to {P}, and if there is {O}, {say}", f"should you see {O} in {P}, {say}",
+                           f"{say} if you spot {O} in {P}", f"go into {P}; if you notice {O} there, {say}",
+                           f"on spotting {O} in {P}, {say}", f"visit {P} and, when you spot {O}, {say}",
+                           f"drive to {P}; should you find {O} there, {say}", f"in case {O} is in {P}, {say}",
+                           f"check {P}: {say} if {O} is there"])
         return text, f"go_to({snake(p)});_1=scan({n});?_1==True{{{act}}};->_1;", (p, o)
     q = rng.choice([x for x in BASE_PLACES if x != p])
     Q = _place_np(rng, q)
     if r < 0.7:
         text = rng.choice([f"go to {P} and look for {O}; if you find it, go to {Q}",
                            f"check {P} for {O} and if it is there, head to {Q}",
-                           f"drive to {P}, search for {O}, and if you see it go on to {Q}"])
+                           f"drive to {P}, search for {O}, and if you see it go on to {Q}",
+                           f"look in {P} for {O}; should it be there, continue to {Q}",
+                           f"visit {P}, and on finding {O} move on to {Q}"])
         return text, f"go_to({snake(p)});_1=scan({n});?_1==True{{go_to({snake(q)});}};->_1;", (p, o, q)
     if r < 0.85:
         text = rng.choice([f"go to {P} and look for {O}; if you can't find it, go to {Q}",
                            f"search {P} for {O}, and if it isn't there, drive to {Q}",
-                           f"drive to {P}; if there is no {o} there, head to {Q}"])
+                           f"drive to {P}; if there is no {o} there, head to {Q}",
+                           f"check {P} for {O}; if it is missing, carry on to {Q}",
+                           f"look for {O} in {P}, otherwise move on to {Q}",
+                           f"search {P} for {O}; if you don't find it, continue to {Q}",
+                           f"go to {P} and look for {O}; if it's not there, proceed to {Q}"])
         return text, f"go_to({snake(p)});_1=scan({n});?_1==False{{go_to({snake(q)});}};->_1;", (p, o, q)
     say, act = _b_say(rng)
-    text = rng.choice([f"go to {P}; if you can't see {O}, {say}", f"look for {O} in {P} and {say} if it is not there"])
+    text = rng.choice([f"go to {P}; if you can't see {O}, {say}", f"look for {O} in {P} and {say} if it is not there",
+                       f"check {P} for {O}; if it is missing, {say}", f"should {O} not be in {P}, {say}"])
     return text, f"go_to({snake(p)});_1=scan({n});?_1==False{{{act}}};->_1;", (p, o)
 
 
@@ -960,6 +1007,16 @@ def _b_route(rng: random.Random) -> Step:
     elif r < 0.5:
         text = "go to " + names[0] + "".join(rng.choice([", then ", " then ", ", then to ", " and then to "]) + nm
                                              for nm in names[1:])
+    elif r < 0.65:
+        head = rng.choice(["swing by ", "stop by ", "pass by ", "drop by ", "call at ", "visit ", "go past "])
+        end = rng.choice([", ending at ", ", finishing at ", " and end at ", ", and finally ", ", then finish at ",
+                          " and wrap up at "])
+        text = head + (", ".join(names[:-2]) + " and " if k > 2 else "") + names[-2] + end + names[-1] \
+            if k > 2 else head + names[0] + end + names[1]
+    elif r < 0.75:
+        order = ["first", "second", "third", "last"]
+        text = rng.choice(["make a round: ", "do a tour: ", "route: ", ""]) + ", ".join(
+            f"{nm} {order[i] if i < k - 1 else 'last'}" for i, nm in enumerate(names))
     else:
         text = _join_text(rng, [_b_goto(rng, p)[0] for p in ps])
     return text, "".join(f"go_to({snake(p)});" for p in ps), tuple(ps)
@@ -975,7 +1032,11 @@ def _b_patrol(rng: random.Random) -> Step:
     times = rng.choice(_BASE_TIMES[n])
     text = rng.choice([f"patrol between {_place_np(rng, a)} and {_place_np(rng, b)} {times}",
                        f"go back and forth between {_place_np(rng, a)} and {_place_np(rng, b)} {times}",
-                       f"drive from {_place_np(rng, a)} to {_place_np(rng, b)} and back, {times}"])
+                       f"drive from {_place_np(rng, a)} to {_place_np(rng, b)} and back, {times}",
+                       f"do {num_words(n)} laps between {_place_np(rng, a)} and {_place_np(rng, b)}",
+                       f"do {n} rounds between {_place_np(rng, a)} and {_place_np(rng, b)}",
+                       f"loop between {_place_np(rng, a)} and {_place_np(rng, b)} {times}",
+                       f"shuttle between {_place_np(rng, a)} and {_place_np(rng, b)} {times}"])
     return text, f"{n}{{go_to({snake(a)});go_to({snake(b)});}};", (a, b)
 
 
@@ -997,6 +1058,9 @@ def _b_replan(rng: random.Random) -> Step:
 
 
 def _b_turn(rng: random.Random) -> Step:
+    if rng.random() < 0.1:
+        return rng.choice(["face the other way", "turn to face the other way", "reverse your heading",
+                           "spin round to face back", "turn back the way you came"]), "turn_cw(180);", ()
     text, plan, objs = _turn(rng)
     return text, plan, objs
 

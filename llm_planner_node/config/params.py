@@ -257,7 +257,8 @@ def perceivable_objects(robot: RobotParams) -> tuple[str, ...] | None:
     seeing through the default detector knows COCO's classes, one whose detector is a node its
     declared ``classes`` (with a vision-language endpoint it can be asked about anything: None);
     an arm with a map knows its map's objects, one with a detections topic or a simulator's desk
-    its declared ``objects``; a base without a perception source perceives nothing."""
+    its declared ``objects``; a base its detections topic's declared ``classes``, and without
+    a perception source nothing."""
     from timely_robot.perceivable import COCO_LABELS
 
     spec = dict(robot.perception or {})
@@ -268,7 +269,7 @@ def perceivable_objects(robot: RobotParams) -> tuple[str, ...] | None:
             return None
         return tuple(spec.get("classes") or ()) if detector == "topic" else COCO_LABELS
     if robot.kind == "base":  # no perception source declared: a base finds nothing (it still knows its places)
-        return () if not spec or spec.get("source") == "none" else None
+        return tuple(spec.get("classes") or ()) if spec.get("source") == "topic" else ()
     if robot.kind == "arm":
         if spec.get("source") == "map":
             return tuple(sorted(set(spec.get("objects", {})) | set(robot.objects)))

@@ -142,6 +142,11 @@ def unperceivable_refusal(robot_id: str, robot_kind: str, names: Sequence[str], 
         return Rejection(RejectReason.UNPERCEIVABLE,
                          f"{robot_id} cannot perceive {listed}: it has no perception source (a base's scan and "
                          f"is_visible need robots[{robot_id}].perception); it can go to its places")
+    if robot_kind == "base":
+        return Rejection(RejectReason.UNPERCEIVABLE,
+                         f"{robot_id} cannot perceive {listed}: its detections topic reports {len(known)} classes "
+                         f"({', '.join(known[:12])}{', ...' if len(known) > 12 else ''}); if its detector reports "
+                         f"more, list them in robots[{robot_id}].perception.classes")
     if robot_kind == "arm":
         return Rejection(RejectReason.UNPERCEIVABLE,
                          f"{robot_id} has no {listed} among its objects ({', '.join(known[:12])}"

@@ -9,7 +9,9 @@ One rclpy node (``<robot>_nav2_client``, in the Nav2 namespace) spun by the exec
 * ``move_forward`` / ``move_backward``: DriveOnHeading / BackUp (Nav2's collision checks), the
   endpoint checked against the fence first (not charged: the adapter's meter charged the move's
   distance when it admitted the call); ``turn_cw`` / ``turn_ccw``: Spin;
-* ``scan(object)``: 45-degree Spins, up to a full turn, until ``seen(object)``; ``is_visible``;
+* ``scan(object)``: 45-degree Spins, up to a full turn, until ``seen(object)``; ``is_visible``
+  (``detections``: the declared detections topic's :class:`DetectionsSource`, read after a motion
+  only from a message that came after it);
   ``delay``, ``log``, ``stop``.
 
 Nav2's error codes become one sentence (:class:`SkillExecutionError`); a cancel or :meth:`stop`
@@ -38,6 +40,7 @@ from timely_robot.skills import NAV2_BASE, SkillCall
 
 from robot_adapters.executor import (Measured, SkillCancelled, SkillExecutionError, SkillExecutor, SkillTimeout,
                                      sleep_cancellable)
+from robot_adapters.perception.types import PerceptionError
 
 log = logging.getLogger("robot_adapters.base")
 
@@ -97,11 +100,16 @@ class Nav2Executor(SkillExecutor):
 
     def __init__(self, robot_id: str, *, context: Any, places: Mapping[str, Sequence[float]],
                  nav2: Mapping[str, Any] | None = None, time_scale: float = 1.0,
-                 seen: Callable[[str], bool] | None = None, connect_timeout_s: float = 10.0) -> None:
+                 seen: Callable[[str], bool] | None = None, connect_timeout_s: float = 10.0,
+                 detections: Any = None) -> None:
         self.robot_id, self.context, self.time_scale = robot_id, context, time_scale
         self.places = {str(k): tuple(float(v) for v in p) for k, p in (places or {}).items()}
         self.nav2 = {**NAV2_KEYS, **(nav2 or {})}
         self.seen, self.connect_timeout_s = seen, connect_timeout_s
+        #: the perception source the adapter node feeds from its topic (robot_topics.RobotTopics)
+        self.detections_source = detections
+        if detections is not None and seen is None:
+            self.seen = detections.sees
         self.node: Any = None
         self._spinner: Any = None  # the node's executor, spun by _thread
         self._thread: threading.Thread | None = None
@@ -436,10 +444,19 @@ class Nav2Executor(SkillExecutor):
         goal = action.Goal(target=Point(x=d), speed=speed, time_allowance=allowance)
         self._behaviour(key, goal, f"the {way} move of {d * 100:g} cm", cancel, action)
 
-    def _seen(self, obj: str) -> bool:
+    def _seen(self, obj: str, since: float | None = None) -> bool:
+        """Whether the perception source sees ``obj``; with ``since`` (monotonic, when a motion
+        ended), from a detection that came after it."""
         if self.seen is None:
             raise SkillExecutionError(f"robot {self.robot_id} has no perception source declared")
-        return bool(self.seen(obj))
+        src = self.detections_source
+        if since is not None and src is not None and not src.wait_newer(since, ANSWER_S):
+            raise SkillExecutionError(f"robot {self.robot_id}: no detections on {src.topic} after its turn "
+                                      f"(is the detector running?)")
+        try:
+            return bool(self.seen(obj))
+        except PerceptionError as e:
+            raise SkillExecutionError(f"robot {self.robot_id} cannot tell whether it sees '{obj}': {e}") from None
 
     # ------------------------------------------------------------------ skills
     def execute(self, call: SkillCall, cancel: threading.Event) -> Any:
@@ -467,7 +484,7 @@ class Nav2Executor(SkillExecutor):
                 return True
             for _ in range(360 // SCAN_STEP_DEG):
                 self._turn(-SCAN_STEP_DEG, cancel)
-                if self._seen(a[0]):
+                if self._seen(a[0], since=time.monotonic()):
                     return True
             return False
         elif n == "is_visible":

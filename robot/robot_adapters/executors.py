@@ -177,12 +177,21 @@ def _nav2_executor(robot: RobotParams, time_scale: float, stack: contextlib.Exit
 
         nav2["namespace"] = nav2["namespace"] or robot.id
         places = places or {k: list(v) for k, v in PLACES.items()}
+        scene = ((robot.simulator or {}).get("scene") or {}).get("objects")
         sim = Nav2Sim(context, nav2["namespace"], time_scale=time_scale, stamped=bool(nav2["cmd_vel_stamped"]),
-                      node_name=f"{robot.id}_nav2_sim").start()
+                      node_name=f"{robot.id}_nav2_sim",
+                      objects=None if scene is None else {k: v["pos"][:2] for k, v in scene.items()}).start()
         stack.callback(sim.stop)
     elif not places:
         log.warning(f"robot {robot.id}: no places declared (robots[{robot.id}].places): it goes to poses only")
-    ex = Nav2Executor(robot.id, context=context, places=places, nav2=nav2, time_scale=time_scale)
+    spec = dict(robot.perception or {})
+    detections = None
+    if spec.get("source") == "topic":
+        from robot_adapters.perception.arm_sources import DetectionsSource
+
+        detections = DetectionsSource(spec["topic"], max_age_s=float(spec.get("max_age_s", 1.0)))
+    ex = Nav2Executor(robot.id, context=context, places=places, nav2=nav2, time_scale=time_scale,
+                      detections=detections)
     stack.callback(ex.close)
     try:
         ex.connect()

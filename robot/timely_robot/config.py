@@ -111,6 +111,8 @@ def _perception(value: Any, where: str, kind: str, adapter: str) -> dict[str, An
                          f"{', '.join(_SCENE_ADAPTERS)} only, not {adapter!r}: use source map or topic")
     if kind in ("drone", "sim"):
         return _drone_perception(value, where, source, adapter)
+    if kind == "base":
+        return _base_perception(value, where, source)
     if kind != "arm":
         return dict(value)
     known = _ARM_PERCEPTION_KEYS.get(source)
@@ -141,6 +143,33 @@ def _perception(value: Any, where: str, kind: str, adapter: str) -> dict[str, An
         if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age <= 0:
             raise ParamError(f"{where}.max_age_s must be a number > 0 (seconds), got {age!r}")
     return dict(value)
+
+
+def _base_perception(value: dict[str, Any], where: str, source: str) -> dict[str, Any]:
+    """A base's perception: ``topic`` (a detector node's DetectionArray on ``topic``, reporting
+    the declared ``classes``; answers at most ``max_age_s`` old) or ``none``."""
+    if source not in _BASE_PERCEPTION_KEYS:
+        raise ParamError(f"{where}: a base's source is topic (a detections topic) or none, not {source!r}")
+    known = _BASE_PERCEPTION_KEYS[source]
+    for key in value:
+        if key not in known:
+            raise unknown_key(where, key, known)
+    if source == "none":
+        return {"source": "none"}
+    topic = value.get("topic")
+    if not isinstance(topic, str) or not topic.strip():
+        raise ParamError(f"{where}: source topic needs topic, the DetectionArray topic of the base's detector "
+                         f"(e.g. base_1/detections), got {topic!r}")
+    classes = value.get("classes")
+    if (not isinstance(classes, list) or not classes
+            or not all(isinstance(c, str) and c.strip() and len(c) <= 64 for c in classes)):
+        raise ParamError(f"{where}: source topic needs classes, the labels the detector reports "
+                         f"(e.g. [person, chair]), got {classes!r}")
+    age = value.get("max_age_s", 1.0)
+    if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age <= 0:
+        raise ParamError(f"{where}.max_age_s must be a number > 0 (seconds), got {age!r}")
+    return {"source": "topic", "topic": topic.strip(), "max_age_s": float(age),
+            "classes": list(dict.fromkeys("_".join(c.strip().lower().split()) for c in classes))}
 
 
 def _drone_perception(value: dict[str, Any], where: str, source: str, adapter: str) -> dict[str, Any]:
@@ -199,13 +228,14 @@ def _drone_perception(value: dict[str, Any], where: str, source: str, adapter: s
 def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
     """A simulated robot's world: ``scene: {objects: {NAME: {pos: [x, y, z], size: [w, h]}}}``
     (tello-sim: cm from the take-off point, what its camera shows; indy-sim: mm in the base frame,
-    where the objects really are, whatever the arm's perception says) and ``battery_pct``
-    (tello-sim: its charge at start)."""
+    where the objects really are, whatever the arm's perception says; nav2-sim: [x, y] m in map,
+    what the base's camera shows on its detections topic) and ``battery_pct`` (tello-sim: its
+    charge at start)."""
     if value is None:
         return None
-    if adapter not in ("tello-sim", "indy-sim"):
-        raise ParamError(f"{where} describes a protocol simulator's world: for adapters tello-sim and indy-sim "
-                         f"only, not {adapter!r}")
+    if adapter not in ("tello-sim", "indy-sim", "nav2-sim"):
+        raise ParamError(f"{where} describes a protocol simulator's world: for adapters tello-sim, indy-sim and "
+                         f"nav2-sim only, not {adapter!r}")
     if not isinstance(value, dict):
         raise ParamError(f"{where} must be a mapping such as {{scene: {{objects: {{cat: {{pos: [200, 0, 20]}}}}}}}}, "
                          f"got {value!r}")
@@ -216,10 +246,11 @@ def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
     scene = value.get("scene")
     if scene is not None:
         objs = scene.get("objects") if isinstance(scene, dict) else None
-        if not isinstance(objs, dict) or any(not isinstance(o, dict) or not numbers(o.get("pos"), 3)
+        n = 2 if adapter == "nav2-sim" else 3
+        if not isinstance(objs, dict) or any(not isinstance(o, dict) or not numbers(o.get("pos"), n)
                                               or ("size" in o and not numbers(o["size"], 2)) for o in objs.values()):
-            raise ParamError(f"{where}.scene must be {{objects: {{NAME: {{pos: [x, y, z], size: [w, h]}}}}}}, "
-                             f"got {scene!r}")
+            raise ParamError(f"{where}.scene must be {{objects: {{NAME: {{pos: [{'x, y' if n == 2 else 'x, y, z'}]"
+                             f"{'' if n == 2 else ', size: [w, h]'}}}}}}}}}, got {scene!r}")
     bat = value.get("battery_pct")
     if bat is not None and (isinstance(bat, bool) or not isinstance(bat, (int, float)) or not 0 <= bat <= 100):
         raise ParamError(f"{where}.battery_pct must be a number in [0, 100], got {bat!r}")
@@ -284,6 +315,8 @@ _ARM_PERCEPTION_KEYS = {"map": ("source", "objects"), "topic": ("source", "topic
 _DRONE_PERCEPTION_KEYS = {"camera": ("source", "detector", "max_age_s", "settle_s", "min_score", "vlm", "topic",
                                      "classes", "timeout_s"),
                           "scene": ("source",), "none": ("source",)}
+#: keys of a base's perception mapping per source (robot/robot_adapters/base_executor.py)
+_BASE_PERCEPTION_KEYS = {"topic": ("source", "topic", "classes", "max_age_s"), "none": ("source",)}
 SECURITY_MODES = ("off", "sign")
 
 
@@ -457,8 +490,10 @@ def parse_robots(value: Any) -> tuple[RobotParams, ...]:
         simulator = _simulator(r.get("simulator"), f"{where}.simulator", adapter)
         places = _places(r.get("places"), f"{where}.places", kind)
         nav2 = _nav2(r.get("nav2"), f"{where}.nav2", adapter)
-        # a base's places are things it knows by name: the prompt's and the grammar's, as objects are
-        known = tuple(dict.fromkeys([*(o.strip() for o in objects), *(places or {})]))
+        # a base's places, and the classes its detections topic reports, are things it knows by
+        # name: the prompt's and the grammar's, as objects are
+        seen = (perception or {}).get("classes", []) if kind == "base" else []
+        known = tuple(dict.fromkeys([*(o.strip() for o in objects), *(places or {}), *seen]))
         robots.append(RobotParams(rid, kind, skill_set, adapter, host, known, budget,
                                   approval, perception, simulator, places, nav2,
                                   dict(r["skills"]) if skills is not None else None))

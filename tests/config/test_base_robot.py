@@ -31,6 +31,12 @@ def test_places_are_the_bases_known_names_and_nav2_settings_get_nav2s_defaults()
     ({"id": "d1", "kind": "drone", "adapter": "nav2"}, r"adapter 'nav2' is for mobile bases \(kind: base\)"),
     ({"id": "b1", "kind": "base", "adapter": "tello-sim"}, "a base's adapter is one of nav2, nav2-sim, ros, sim, external"),
     ({"id": "d1", "kind": "drone", "places": {"a": [1, 2]}}, "named places are a mobile base's"),
+    (base(perception={"source": "camera"}), "a base's source is topic \\(a detections topic\\) or none, not 'camera'"),
+    (base(perception={"source": "topic", "topic": "b/d"}), "source topic needs classes, the labels the detector reports"),
+    (base(perception={"source": "topic", "classes": ["box"]}), "source topic needs topic, the DetectionArray topic"),
+    (base(perception={"source": "topic", "topic": "b/d", "classes": ["box"], "max_age_s": 0}),
+     r"perception\.max_age_s must be a number > 0"),
+    (base(simulator={"scene": {"objects": {"box": {"pos": [1, 2, 3]}}}}), r"scene must be \{objects: \{NAME: \{pos: \[x, y\]"),
     (base(adapter="ros"), "adapter 'ros' needs skills, the robot's ROS actions and services"),
     (base(skills={"t": {}}), r"robots\[0\]\.skills: declared skills are for adapter 'ros', not 'nav2-sim'"),
     ({"id": "c1", "kind": "chat", "adapter": "ros", "skills": {"t": {}}}, "a chat robot has no ROS actions"),
@@ -54,6 +60,18 @@ def test_a_base_without_perception_perceives_nothing_and_its_refusal_says_why():
     why = unperceivable_refusal("base_1", "base", ["person"], ())
     assert why.reason is RejectReason.UNPERCEIVABLE
     assert why.startswith("base_1 cannot perceive 'person': it has no perception source")
+
+
+def test_a_bases_detections_topic_declares_what_it_perceives_and_its_plans_may_name():
+    p = parse_params({"planner": {"engine": {"kind": "scripted"}}, "robots": [base(
+        places={"kitchen": [1, 1]},
+        perception={"source": "topic", "topic": "/base_1/detections", "classes": ["person", "Trash Can"]},
+        simulator={"scene": {"objects": {"person": {"pos": [1.5, 1]}}}})]})
+    r = p.robot("base_1")
+    assert r.perception == {"source": "topic", "topic": "/base_1/detections", "max_age_s": 1.0,
+                            "classes": ["person", "trash_can"]}
+    assert perceivable_objects(r) == ("person", "trash_can")
+    assert r.objects == ("kitchen", "person", "trash_can")  # in its prompt and its grammar
 
 
 def test_a_robot_with_declared_skills_survives_the_ros_parameter_round_trip():

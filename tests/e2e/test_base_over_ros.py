@@ -8,7 +8,10 @@ independent rclpy node watches the base's ``amcl_pose`` and ``odom`` and calls
 - ``go_to(kitchen)`` ends SUCCEEDED with the measured pose at the kitchen;
 - a place inside an obstacle ends ROBOT_FAILED with Nav2's reason (its error code), the base unmoved;
 - a place whose route leaves the map fence is refused before the base moves;
-- an operator's stop mid-navigation cancels the Nav2 goal and the base stands still within 0.5 s.
+- an operator's stop mid-navigation cancels the Nav2 goal and the base stands still within 0.5 s;
+- perception from the declared detections topic (the simulator's camera): a scan at the kitchen
+  finds the person standing there, one for a box (in the lab) answers False after a full turn, and
+  a plan about a cat (no class of its detector) is refused before it runs.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from testkit import wait_until
 pytestmark = pytest.mark.ros
 
 NORMAL = (1.0, -2.0, 1.0)
-SUCCEEDED, CANCELLED, ROBOT_FAILED = 0, 2, 4
+SUCCEEDED, REJECTED, CANCELLED, ROBOT_FAILED = 0, 1, 2, 4
 SECRET = "operator-secret-for-base-tests"
 # the simulator's room (robot_adapters.sim.nav2_sim): places of its default world, a shelf at
 # x 6-8 m, y 0-12 m; the fence keeps the base out of the room's top strip (y > 14 m)
@@ -40,7 +43,8 @@ def fleet_params(tmp_path):
         "security": {"mode": "sign", "keystore": str(tmp_path / "keys"),
                      "cancel_operator_keys_sha256": hashlib.sha256(SECRET.encode()).hexdigest()},
         "robots": [{"id": "base_1", "kind": "base", "adapter": "nav2-sim", "places": PLACES,
-                    "budget": {"fence_map_m": FENCE}}]})
+                    "budget": {"fence_map_m": FENCE},
+                    "perception": {"source": "topic", "topic": "/base_1/detections", "classes": ["person", "box"]}}]})
 
 
 class Watcher:
@@ -141,3 +145,15 @@ def test_a_minispec_loop_runs_on_the_base_through_nav2s_spin(base):
     res = h.result(60)
     assert res.status == SUCCEEDED, res.message
     assert len(res.segments) >= 1 and "2{" in res.plan_text.replace(" ", ""), res.plan_text
+
+
+def test_a_scan_answers_from_the_detections_topic_and_an_undetectable_thing_is_refused(base):
+    res = base.client.send("base_1", "gt,kitchen;_1=s,person;->_1;", tuf=NORMAL).result(120)
+    assert res.status == SUCCEEDED, res.message
+    assert [(a.skill, a.value) for a in res.answers if a.skill.startswith("scan")] == [("scan(person)", "True")]
+    res = base.client.send("base_1", "_1=s,box;->_1;", tuf=NORMAL).result(120)  # the box is in the lab
+    assert res.status == SUCCEEDED and "returned False" in res.message, res.message  # a true "not found"
+    assert [(a.skill, a.value) for a in res.answers if a.skill.startswith("scan")] == [("scan(box)", "False")]
+    res = base.client.send("base_1", "_1=s,cat;->_1;", tuf=NORMAL).result(60)
+    assert res.status == REJECTED, res.message  # refused before a plan is written, naming what it knows
+    assert res.message.startswith("base_1 cannot perceive 'cat': its detections topic reports 2 classes (person, box)")

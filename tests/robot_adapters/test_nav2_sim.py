@@ -295,3 +295,26 @@ def test_lifecycle_get_state_active_or_inactive_under_a_namespace(ros_context):
         state = c.get_state("bt_navigator")
         assert (state.id, state.label) == (State.PRIMARY_STATE_INACTIVE, "inactive")
         assert not c.send(NavigateToPose, "navigate_to_pose", _nav_goal(3.0, 3.0)).accepted
+
+
+def test_detections_show_what_the_camera_sees_ahead_within_range_and_not_behind_the_shelf(ros_context):
+    from nav2_msgs.action import Spin
+    from timely_fleet.msg import DetectionArray
+
+    # a cat 3 m ahead of the dock, a dog beyond the shelf (x 6-8 m) in line with the heading and
+    # within the camera's 10 m, a cup 3 m to the left and a bus 12 m away: only the cat is in view,
+    # at (3000, 0) mm in base_link
+    objects = {"cat": (5.0, 2.0), "dog": (9.5, 2.0), "cup": (2.0, 5.0), "bus": (2.0, 14.0)}
+    with nav2(ros_context, objects=objects, view_m=10.0) as c:
+        got: list = []
+        c.node.create_subscription(DetectionArray, "detections", got.append, 10)
+        assert wait_until(lambda: len(got) >= 2, 5), "no detections published"
+        (d,) = got[-1].detections
+        assert d.class_id == "cat" and d.has_position and got[-1].header.frame_id == "base_link"
+        assert abs(d.position[0] - 3000.0) < 1.0 and abs(d.position[1]) < 1.0
+        c.run(Spin, "spin", Spin.Goal(target_yaw=math.pi / 2))  # now facing the cup, the cat to the right
+        n = len(got)
+        assert wait_until(lambda: len(got) >= n + 2, 5)
+        assert [x.class_id for x in got[-1].detections] == ["cup"]
+        x, y = got[-1].detections[0].position[:2]
+        assert abs(x - 3000.0) < 1.0 and abs(y) < 1.0

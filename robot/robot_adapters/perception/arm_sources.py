@@ -186,6 +186,32 @@ class DetectionsSource:
             raise SourceSilent(why + f" (its last message is {now - last:.1f} s old: is the detector running?)")
         raise PerceptionError(why)
 
+    def sees(self, name: str) -> bool:
+        """Whether the newest message detected ``name`` (a base's ``is_visible``: in view now);
+        :class:`SourceSilent` when no message came in the last ``max_age_s`` (nothing can be
+        concluded)."""
+        now = self._clock()
+        with self._lock:
+            seen, last = self._seen.get(name), self._last_message
+        if last is None or now - last > self.max_age_s:
+            raise SourceSilent(f"no detections on {self.topic} in the last {self.max_age_s} s"
+                               + (" (no message on it yet: is the detector running?)" if last is None
+                                  else f" (its last message is {now - last:.1f} s old: is the detector running?)"))
+        return seen is not None and seen[1] >= last
+
+    def wait_newer(self, after: float, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) for a message received after ``after`` (this source's
+        clock): what is seen once a motion has ended."""
+        deadline = self._clock() + timeout_s
+        while True:
+            with self._lock:
+                last = self._last_message
+            if last is not None and last > after:
+                return True
+            if self._clock() >= deadline:
+                return False
+            time.sleep(0.02)
+
     def names(self) -> tuple[str, ...]:
         now = self._clock()
         with self._lock:

@@ -30,6 +30,11 @@ Serves, under ``namespace`` (default none), what a client of Nav2 Kilted uses, w
   velocity stops the robot and ends the action moving it; another velocity drives the idle robot
   for 0.5 s (sim time) and is ignored while an action moves it. Being base and Nav2 in one, the
   simulator publishes no cmd_vel.
+* ``detections`` (timely_fleet/DetectionArray, 5 Hz): a camera on the base looking ahead, the
+  objects of its scene (``objects``: label -> (x, y) in ``map``) within ``view_m`` metres and
+  ``fov_deg`` of its heading and not hidden by an obstacle, each with its position in
+  ``base_link`` (mm, x ahead, y to the left): the detections topic a base's perception
+  (``perception: {source: topic}``) reads, as a team's detector node would publish it.
 * ``{bt_navigator,controller_server,planner_server,behavior_server}/get_state``
   (lifecycle_msgs/GetState): ``active``, or with ``lifecycle="inactive"`` ``inactive``, and then,
   as Nav2's inactive action servers do, every goal is rejected.
@@ -41,7 +46,8 @@ cancel, a zero ``cmd_vel``, a new goal or the goal's end stop the robot.
 Default world (``DEFAULT_OBSTACLES``, ``PLACES``): a 20 m x 20 m room, ``map`` origin at its lower
 left corner; a shelf x 6-8 m from the floor to y = 12 m, a table x 12-15 m, y 12-15 m; places
 ``dock`` (2, 2: the start), ``kitchen`` (16, 3), ``hall`` (10, 8), ``office`` (3, 17), ``lab``
-(17, 17). The robot: a disc of radius 0.25 m, 0.5 m/s, 1 rad/s. ``time_scale`` < 1 runs faster
+(17, 17); in view of its camera (``SCENE``) a person at the kitchen (18, 3), a chair in the hall
+(10, 10) and a box in the lab (17, 19). The robot: a disc of radius 0.25 m, 0.5 m/s, 1 rad/s. ``time_scale`` < 1 runs faster
 (0.1: ten times); durations in messages are simulated, stamps are the ROS clock's.
 
 CLI: ``python -m robot_adapters.sim.nav2_sim [--namespace robot1] [--time-scale 1] ...``; Ctrl-C
@@ -79,6 +85,10 @@ DEFAULT_SIZE = (20.0, 20.0)
 DEFAULT_OBSTACLES = (Rect(6.0, 0.0, 8.0, 12.0), Rect(12.0, 12.0, 15.0, 15.0))
 PLACES: dict[str, Pose2D] = {"dock": (2.0, 2.0, 0.0), "kitchen": (16.0, 3.0, 0.0), "hall": (10.0, 8.0, 0.0),
                              "office": (3.0, 17.0, 0.0), "lab": (17.0, 17.0, 0.0)}
+#: what the simulated camera can see: label -> (x, y) in map
+SCENE: dict[str, tuple[float, float]] = {"person": (18.0, 3.0), "chair": (10.0, 10.0), "box": (17.0, 19.0)}
+VIEW_M, FOV_DEG = 5.0, 70.0  # the camera's range and field of view
+DETECTIONS_HZ = 5.0
 ACTIVE, INACTIVE = "active", "inactive"
 LIFECYCLE_NODES = ("bt_navigator", "controller_server", "planner_server", "behavior_server")
 
@@ -215,8 +225,14 @@ class Nav2Sim:
                  obstacles: Sequence[Rect] = DEFAULT_OBSTACLES, start: Pose2D = PLACES["dock"],
                  speed: float = 0.5, turn_speed: float = 1.0, radius: float = 0.25, resolution: float = 0.2,
                  time_scale: float = 1.0, navigate_timeout_s: float | None = 600.0, lifecycle: str = ACTIVE,
-                 stamped: bool = True, simulate_ahead_s: float = 2.0, node_name: str = "nav2_sim") -> None:
+                 stamped: bool = True, simulate_ahead_s: float = 2.0, node_name: str = "nav2_sim",
+                 objects: dict[str, Sequence[float]] | None = None, view_m: float = VIEW_M,
+                 fov_deg: float = FOV_DEG) -> None:
+        from timely_fleet.msg import DetectionArray
+
         self.map = GridMap(size, obstacles, radius, resolution)
+        self.objects = {str(k): (float(v[0]), float(v[1])) for k, v in (SCENE if objects is None else objects).items()}
+        self.view_m, self.half_fov = float(view_m), math.radians(fov_deg) / 2
         self.speed, self.turn_speed, self.time_scale = speed, turn_speed, time_scale
         self.navigate_timeout_s, self.lifecycle, self.ahead_s = navigate_timeout_s, lifecycle, simulate_ahead_s
         self.lock = threading.Lock()
@@ -241,6 +257,8 @@ class Nav2Sim:
                                             (Spin, "spin", self._spin), (DriveOnHeading, "drive_on_heading", self._drive),
                                             (BackUp, "backup", self._backup))]
         n.create_timer(0.05, self._publish)
+        self.det_pub = n.create_publisher(DetectionArray, "detections", 10)
+        n.create_timer(1.0 / DETECTIONS_HZ, self._publish_detections)
         self.executor = MultiThreadedExecutor(num_threads=8, context=context)
         self.executor.add_node(n)
         self._halt = threading.Event()
@@ -408,6 +426,34 @@ class Nav2Sim:
             msg.pose.covariance[0] = msg.pose.covariance[7] = 0.01
             msg.pose.covariance[35] = 0.005
             self.amcl_pub.publish(msg)
+
+    def in_view(self, pose: Pose2D | None = None) -> dict[str, tuple[float, float]]:
+        """The scene's objects the camera sees from ``pose`` (default: the base's): label ->
+        position in base_link (m, x ahead, y to the left)."""
+        if pose is None:
+            with self.lock:
+                pose = self.pose
+        x, y, yaw = pose
+        out = {}
+        for label, (ox, oy) in self.objects.items():
+            dx, dy = ox - x, oy - y
+            d = math.hypot(dx, dy)
+            if d > self.view_m or abs(wrap(math.atan2(dy, dx) - yaw)) > self.half_fov:
+                continue
+            n = max(1, int(d / (self.map.res / 2)))
+            if any(self.map.collides(x + dx * i / n, y + dy * i / n, margin=1e-6) for i in range(1, n)):
+                continue  # hidden behind an obstacle
+            out[label] = (dx * math.cos(yaw) + dy * math.sin(yaw), -dx * math.sin(yaw) + dy * math.cos(yaw))
+        return out
+
+    def _publish_detections(self) -> None:
+        from timely_fleet.msg import Detection, DetectionArray
+
+        msg = self._stamped(DetectionArray(source="nav2_sim camera"), "base_link")
+        for label, (bx, by) in self.in_view().items():
+            msg.detections.append(Detection(class_id=label, score=0.9, has_position=True,
+                                            position=[bx * 1000.0, by * 1000.0, 0.0]))
+        self.det_pub.publish(msg)
 
     # -- actions ----------------------------------------------------------------------------------
     def _plan(self, goal: PoseStamped, start: Pose2D) -> list[tuple[float, float]]:

@@ -76,6 +76,22 @@ def test_a_detection_older_than_max_age_or_never_seen_is_refused():
         src.position("cup")
 
 
+def test_sees_answers_from_the_newest_message_and_says_when_the_topic_is_silent():
+    clock = Clock(100.0)
+    src = DetectionsSource("base_1/detections", max_age_s=1.0, clock=clock)
+    with pytest.raises(SourceSilent, match=r"^no detections on base_1/detections in the last 1.0 s \(no message"):
+        src.sees("person")
+    src.update([Detection("person", 0.9, position=(2000.0, 0.0, 0.0))], stamp=100.0)
+    assert src.sees("person") and not src.sees("box")
+    clock.t = 100.2
+    src.update([], stamp=100.2)  # turned away: the person is no longer in view, though seen 0.2 s ago
+    assert not src.sees("person")
+    assert not src.wait_newer(100.2, 0.0) and src.wait_newer(100.1, 0.0)
+    clock.t = 101.5
+    with pytest.raises(SourceSilent, match=r"its last message is 1.3 s old: is the detector running\?"):
+        src.sees("person")
+
+
 def test_the_scene_source_is_for_simulators_only():
     scene = Scene.from_dict({"objects": {"apple": {"pos": [400, 100, 50]}}})
     src = object_source({"source": "scene"}, scene=scene)

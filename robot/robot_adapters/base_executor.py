@@ -41,6 +41,7 @@ from timely_robot.skills import NAV2_BASE, SkillCall
 from robot_adapters.executor import (Measured, SkillCancelled, SkillExecutionError, SkillExecutor, SkillTimeout,
                                      sleep_cancellable)
 from robot_adapters.perception.types import PerceptionError
+from robot_adapters.ros_goals import send_goal, wait_future
 
 log = logging.getLogger("robot_adapters.base")
 
@@ -179,7 +180,7 @@ class Nav2Executor(SkillExecutor):
         try:
             fut = cli.call_async(GetState.Request()) if cli.wait_for_service(
                 timeout_sec=max(0.0, deadline - time.monotonic())) else None
-            state = self._wait(fut, max(0.1, deadline - time.monotonic())) if fut is not None else None
+            state = wait_future(fut, max(0.1, deadline - time.monotonic())) if fut is not None else None
         finally:
             self.node.destroy_client(cli)
         if state is None:
@@ -286,13 +287,6 @@ class Nav2Executor(SkillExecutor):
         return "stopped"
 
     # ------------------------------------------------------------------ goals
-    def _wait(self, fut: Any, timeout_s: float) -> Any:
-        """The future's result, or None after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while not fut.done() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return fut.result() if fut.done() else None
-
     def _run(self, key: str, goal: Any, what: str, cancel: threading.Event, bound_s: float,
              motion: bool = True) -> Any:
         """Send ``goal`` to action ``key`` and wait for its end, honouring ``cancel``, :meth:`stop`,
@@ -306,13 +300,8 @@ class Nav2Executor(SkillExecutor):
         if cancel.is_set() or self._stops != stops:
             raise SkillCancelled(f"cancelled before {what}")
         self._feedback_t = time.monotonic()
-        send = self.actions[key].send_goal_async(goal, feedback_callback=self._on_feedback if motion else None)
-        handle = self._wait(send, ANSWER_S)
-        if handle is None:  # if it is accepted later, cancel it then
-            send.add_done_callback(lambda f: f.result().accepted and f.result().cancel_goal_async())
-            raise SkillTimeout(f"Nav2 did not answer the {what} request within {ANSWER_S:g} s")
-        if not handle.accepted:
-            raise SkillExecutionError(f"Nav2 rejected the {what} goal: is it active?")
+        handle = send_goal(self.actions[key], goal, server="Nav2", what=what, answer_s=ANSWER_S,
+                           feedback=self._on_feedback if motion else None, rejected_hint=": is it active?")
         with self._lock:
             self._goals[id(handle)] = handle
         result = handle.get_result_async()

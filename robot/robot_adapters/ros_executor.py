@@ -25,6 +25,7 @@ from timely_robot.declared import DeclarationError, DeclaredSkills, fill
 from timely_robot.skills import SkillCall
 
 from robot_adapters.executor import SkillCancelled, SkillExecutionError, SkillExecutor, SkillTimeout
+from robot_adapters.ros_goals import send_goal, wait_future
 
 log = logging.getLogger("robot_adapters.ros")
 
@@ -160,13 +161,6 @@ class RosActionExecutor(SkillExecutor):
         self.stop()
         return "stopped"
 
-    @staticmethod
-    def _wait(fut: Any, timeout_s: float) -> Any:
-        deadline = time.monotonic() + timeout_s
-        while not fut.done() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        return fut.result() if fut.done() else None
-
     def execute(self, call: SkillCall, cancel: threading.Event) -> Any:
         if self.node is None:
             raise SkillExecutionError(f"robot {self.robot_id}: not connected")
@@ -186,17 +180,11 @@ class RosActionExecutor(SkillExecutor):
         bound = spec.max_s or DEFAULT_MAX_S
         stops = self._stops
         if b.interface == "service":
-            result = self._wait(self._clients[call.name].call_async(request), min(bound, ANSWER_S * 4))
+            result = wait_future(self._clients[call.name].call_async(request), min(bound, ANSWER_S * 4))
             if result is None:
                 raise SkillTimeout(f"{b.server} did not answer {call.name} in time")
             return self._judge(b, spec, call, result)
-        send = self._clients[call.name].send_goal_async(request)
-        handle = self._wait(send, ANSWER_S)
-        if handle is None:
-            send.add_done_callback(lambda f: f.result().accepted and f.result().cancel_goal_async())
-            raise SkillTimeout(f"{b.server} did not answer the {call.name} goal within {ANSWER_S:g} s")
-        if not handle.accepted:
-            raise SkillExecutionError(f"{b.server} rejected the {call.name} goal")
+        handle = send_goal(self._clients[call.name], request, server=b.server, what=call.name, answer_s=ANSWER_S)
         with self._lock:
             self._running[id(handle)] = handle
         try:

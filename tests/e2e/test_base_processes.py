@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from processes import ROOT, TF, Proc, stop_all, traceback_in
+from testkit import wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -112,15 +113,6 @@ class Watcher:
         self.node.destroy_node()
 
 
-def _wait(pred, timeout: float, step: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(step)
-    return True
-
-
 @pytest.fixture
 def base(own_ros_domain, tmp_path):
     """The four processes ready, a goal to the lab sent and the base driving its first leg."""
@@ -142,7 +134,7 @@ def base(own_ros_domain, tmp_path):
         procs["robot"].wait_ready(60)
         goal = subprocess.Popen([*TF, "goal", "base_1", "gt,lab;", "--wait", "30", "--timeout", "120"], cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        assert _wait(lambda: watch.speed() > 0.2, 30), ("the base never moved", watch.odom[-3:], goal.poll(),
+        assert wait_until(lambda: watch.speed() > 0.2, 30), ("the base never moved", watch.odom[-3:], goal.poll(),
                                                         "\n".join(procs["robot"].lines[-20:]))
         time.sleep(1.0)  # mid-navigation, on the first leg (about 11 m towards the shelf's end)
         assert watch.speed() > 0.2, watch.odom[-5:]
@@ -170,7 +162,7 @@ def test_the_watchdog_stops_the_base_when_the_adapter_process_is_killed(base):
     os.killpg(robot.pid, signal.SIGKILL)
     killed_at = time.monotonic()
     robot.wait()
-    assert _wait(lambda: base.still_since(killed_at) is not None, WATCHDOG_S + 5), base.odom[-5:]
+    assert wait_until(lambda: base.still_since(killed_at) is not None, WATCHDOG_S + 5), base.odom[-5:]
     stopped_s = base.still_since(killed_at) - killed_at
     print(f"the base stood still {stopped_s:.2f} s after `timely-robot up` was killed "
           f"(watchdog timeout {WATCHDOG_S:g} s)")
@@ -188,7 +180,7 @@ def test_the_adapter_stops_the_base_by_the_lease_when_the_planner_is_killed(base
     os.killpg(planner.pid, signal.SIGKILL)
     killed_at = time.monotonic()
     planner.wait()
-    assert _wait(lambda: base.still_since(killed_at) is not None, LEASE_S + 5), base.odom[-5:]
+    assert wait_until(lambda: base.still_since(killed_at) is not None, LEASE_S + 5), base.odom[-5:]
     stopped_s = base.still_since(killed_at) - killed_at
     print(f"the base stood still {stopped_s:.2f} s after the planner was killed (lease {LEASE_S:g} s)")
     assert stopped_s <= LEASE_S + 1.0, stopped_s
@@ -227,12 +219,12 @@ def test_the_simulator_ctrl_c_mid_navigation_ends_the_goal_with_a_result(own_ros
         goal.pose.pose.position.x, goal.pose.pose.position.y = PLACES["lab"]
         goal.pose.pose.orientation.w = 1.0
         sent = client.send_goal_async(goal)
-        assert _wait(sent.done, 10) and sent.result().accepted
+        assert wait_until(sent.done, 10) and sent.result().accepted
         result = sent.result().get_result_async()
         time.sleep(1.0)
         assert not result.done()
         os.killpg(sim.proc.pid, signal.SIGINT)
-        assert _wait(result.done, 5), "the goal never ended: its client is left waiting"
+        assert wait_until(result.done, 5), "the goal never ended: its client is left waiting"
         assert sim.proc.wait(timeout=10) == 0
     finally:
         log = sim.stop()

@@ -63,8 +63,12 @@ class GridMap:
         return min(self.nx - 1, max(0, int(x / self.res))), min(self.ny - 1, max(0, int(y / self.res)))
 
     def _clear(self, a: tuple[float, float], b: tuple[float, float]) -> bool:
+        """The segment a-b keeps the clearance of the grid's free cells (radius + half a cell)
+        from everything: a base that cuts a corner a little does not touch the obstacle."""
         n = max(1, int(math.dist(a, b) / (self.res / 2)))
-        return not any(self.collides(a[0] + (b[0] - a[0]) * i / n, a[1] + (b[1] - a[1]) * i / n) for i in range(n + 1))
+        m = self.radius + self.res / 2
+        return not any(self.collides(a[0] + (b[0] - a[0]) * i / n, a[1] + (b[1] - a[1]) * i / n, margin=m)
+                       for i in range(n + 1))
 
     def plan(self, start: tuple[float, float], goal: tuple[float, float]) -> list[tuple[float, float]]:
         """Corner points from start to goal, each segment collision-free; raises PlanError."""

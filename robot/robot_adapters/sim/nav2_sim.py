@@ -10,7 +10,9 @@ Serves, under ``namespace`` (default none), what a client of Nav2 Kilted uses, w
   recoveries run), distance_remaining (along the path). Cancel: CANCELED, the robot stops. A
   planning failure aborts at once with the planner's code as bt_navigator reports it
   (GOAL_OCCUPIED 206, GOAL_OUTSIDE_MAP 204, NO_VALID_PATH 208, ...) and an error_msg;
-  ``navigate_timeout_s`` (sim time) aborts with TIMEOUT 9003, a zero ``cmd_vel`` with UNKNOWN 9000;
+  ``navigate_timeout_s`` (sim time) aborts with TIMEOUT 9003, a zero ``cmd_vel`` with UNKNOWN 9000,
+  a base that moved less than 0.5 m in 10 s (Nav2's progress checker) with the controller's
+  FAILED_TO_MAKE_PROGRESS 105;
   a new NavigateToPose goal aborts the running one (error_code NONE), as Nav2's preemption does.
 * ``compute_path_to_pose`` (ComputePathToPose, planner_id "" or "GridBased"): A* on a grid
   (``resolution``) of the obstacles inflated by the robot's radius, shortened by line of sight
@@ -89,6 +91,9 @@ PLACES: dict[str, Pose2D] = {"dock": (2.0, 2.0, 0.0), "kitchen": (16.0, 3.0, 0.0
 SCENE: dict[str, tuple[float, float]] = {"person": (18.0, 3.0), "chair": (10.0, 10.0), "box": (17.0, 19.0)}
 VIEW_M, FOV_DEG = 5.0, 70.0  # the camera's range and field of view
 DETECTIONS_HZ = 5.0
+PROGRESS_RADIUS_M, PROGRESS_S = 0.5, 10.0  # Nav2's progress checker: required_movement_radius, movement_time_allowance
+#: the controller_server's code a NavigateToPose result carries when FollowPath fails (nav2_msgs FollowPath)
+CONTROLLER_CODES = {"FAILED_TO_MAKE_PROGRESS": 105}
 ACTIVE, INACTIVE = "active", "inactive"
 LIFECYCLE_NODES = ("bt_navigator", "controller_server", "planner_server", "behavior_server")
 
@@ -143,6 +148,14 @@ class FollowPath(Motion):
         super().__init__("navigate_to_pose", timeout_s or 0.0)
         self.pts, self.yaw, self.v, self.w, self.i = corners, goal_yaw, v, w, 1
         self.xy_tol, self.yaw_tol = xy_tol, yaw_tol
+        self.anchor: tuple[float, float, float] | None = None  # (x, y, sim time) of the progress check
+
+    def stuck(self, pose: Pose2D, t: float) -> bool:
+        """Nav2's SimpleProgressChecker (controller_server's defaults): the base must move
+        PROGRESS_RADIUS_M within PROGRESS_S, else FollowPath fails FAILED_TO_MAKE_PROGRESS."""
+        if self.anchor is None or math.dist(pose[:2], self.anchor[:2]) > PROGRESS_RADIUS_M:
+            self.anchor = (pose[0], pose[1], t)
+        return t - self.anchor[2] > PROGRESS_S
 
     def remaining(self, pose: Pose2D) -> float:
         rest = sum(math.dist(a, b) for a, b in zip(self.pts[self.i:], self.pts[self.i + 1:]))
@@ -151,6 +164,9 @@ class FollowPath(Motion):
     def command(self, pose: Pose2D, dt: float, t: float) -> tuple[float, float] | None:
         if self.late(t):
             self.finish("fail", "TIMEOUT", f"Navigation did not reach the goal within {self.allowance:g} s")
+            return None
+        if self.stuck(pose, t):
+            self.finish("fail", "FAILED_TO_MAKE_PROGRESS", "Failed to make progress")
             return None
         while self.i < len(self.pts) - 1 and math.dist(pose[:2], self.pts[self.i]) < 0.1:
             self.i += 1
@@ -504,7 +520,7 @@ class Nav2Sim:
         kind, key, msg = self._run(gh, m, feedback)
         if kind == "replaced":  # by a new NavigateToPose goal: aborted with no error, as Nav2's preemption
             key = "NONE" if msg.endswith("navigate_to_pose goal") else "UNKNOWN"
-        return self._end(gh, kind, R(), getattr(R, key or "UNKNOWN"), msg)
+        return self._end(gh, kind, R(), CONTROLLER_CODES.get(key) or getattr(R, key or "UNKNOWN"), msg)
 
     def _behaviour(self, gh: Any, name: str, action: Any, m: Motion, field: str) -> Any:
         kind, key, msg = self._run(gh, m, lambda: gh.publish_feedback(action.Feedback(**{field: float(m.progress)})))

@@ -108,15 +108,23 @@ class GoalIntake(ServicePart):
         return unperceivable_refusal(robot.id, robot.kind, missing, known) if missing else None
 
     def object_problem(self, request: Request, segment: Segment) -> Rejection | None:
-        """Before ``segment`` is dispatched: each object it looks for, goes to or acts
-        on must be what the goal's instruction asks for and perceivable by its robot
-        (grounding/objects.py), else the refusal that ends the goal."""
+        """Before ``segment`` is dispatched: a base's ``go_to`` must name one of its declared places,
+        and each object it looks for, goes to or acts on must be what the goal's instruction asks
+        for and perceivable by its robot (grounding/objects.py), else the refusal that ends the goal."""
         goal = request.goal
         if goal.skill_set_id is None or not goal.instruction:
             return None
         robot = self._params().robot(goal.robot_id)
         if robot is None:
             return None
+        places = robot.places or {}
+        if robot.kind == "base" and places:
+            for c in segment.calls:
+                if c.name == "go_to" and c.args and c.args[0] not in places:
+                    return Rejection(RejectReason.UNKNOWN_PLACE,
+                                     f"the plan sends {robot.id} to '{safe_text(str(c.args[0]), 40)}', which is not one "
+                                     f"of its places ({', '.join(sorted(places)[:12])}{', ...' if len(places) > 12 else ''}):"
+                                     " refused before it runs")
         scene = tuple(e.split(" ", 1)[0] for e in goal.scene or ())
         return self._objects.problem(segment.calls, DEFAULT_SKILL_SETS[goal.skill_set_id], goal.instruction, robot.id, robot.kind,
                                perceivable_objects(robot), (*robot.objects, *scene))

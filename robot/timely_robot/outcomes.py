@@ -22,7 +22,8 @@ class FinishReason(str, Enum):
 
 class RejectReason(str, Enum):
     """Why the planner refused a goal at intake (the ``PlanTask`` result is REJECTED; its message
-    gives the details), or a plan before dispatch (INVALID_PLAN: UNPERCEIVABLE, SUBSTITUTED). The
+    gives the details), or a plan before dispatch (INVALID_PLAN: UNPERCEIVABLE, SUBSTITUTED,
+    UNKNOWN_PLACE). The
     value is the result's ``reason``."""
 
     FIELD = "field"                  # a field empty, too long or over a limit (instruction, ids, max_tokens)
@@ -37,6 +38,7 @@ class RejectReason(str, Enum):
     LINK = "link"                    # the robot's telemetry went silent (off, or out of radio range)
     UNPERCEIVABLE = "unperceivable"  # the instruction is about a thing the robot cannot perceive
     SUBSTITUTED = "substituted"      # a plan names a thing other than what the instruction asks for
+    UNKNOWN_PLACE = "unknown_place"  # a base's plan goes to a place it has not declared
     PROMPT = "prompt"                # the prompt builder refused the instruction
     CORE = "core"                    # the core refused the goal (it can never run)
 

@@ -26,7 +26,7 @@ from testkit import wait_until
 pytestmark = pytest.mark.ros
 
 NORMAL = (1.0, -2.0, 1.0)
-SUCCEEDED, REJECTED, CANCELLED, ROBOT_FAILED = 0, 1, 2, 4
+SUCCEEDED, REJECTED, CANCELLED, INVALID_PLAN, ROBOT_FAILED = 0, 1, 2, 3, 4
 SECRET = "operator-secret-for-base-tests"
 # the simulator's room (robot_adapters.sim.nav2_sim): places of its default world, a shelf at
 # x 6-8 m, y 0-12 m; the fence keeps the base out of the room's top strip (y > 14 m)
@@ -157,3 +157,13 @@ def test_a_scan_answers_from_the_detections_topic_and_an_undetectable_thing_is_r
     res = base.client.send("base_1", "_1=s,cat;->_1;", tuf=NORMAL).result(60)
     assert res.status == REJECTED, res.message  # refused before a plan is written, naming what it knows
     assert res.message.startswith("base_1 cannot perceive 'cat': its detections topic reports 2 classes (person, box)")
+
+
+def test_a_plan_to_a_place_the_base_does_not_have_is_refused_before_it_runs(base):
+    before = base.watch.pose
+    res = base.client.send("base_1", "gt,garage;", tuf=NORMAL).result(60)
+    assert res.status == INVALID_PLAN and res.reason == "unknown_place", (res.status, res.reason, res.message)
+    assert res.message.startswith("the plan sends base_1 to 'garage', which is not one of its places "
+                                  "(dock, hall, kitchen, office, shelf)"), res.message
+    assert math.dist(base.watch.pose, before) < 0.05
+    assert all(s.execution_start_s < 0 for s in res.segments), [(s.text, s.execution_start_s) for s in res.segments]

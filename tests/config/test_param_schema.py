@@ -83,7 +83,7 @@ def test_specs_carry_defaults_types_ranges_choices_and_read_only(fleet):
 def test_round_trip_of_the_shipped_yaml(fleet):
     flat = to_flat(fleet)
     assert flat["engine.kind"] == "vllm" and flat["tuf_presets.urgent.ert_s"] == 0.2
-    assert flat["robots.ids"] == ["tello_1", "tello_2", "indy_1", "chat_1"]
+    assert flat["robots.ids"] == ["tello_1", "tello_2", "indy_1", "chat_1", "base_1"]
     assert from_flat(flat) == fleet
 
 
@@ -91,7 +91,7 @@ def test_ros_parameters_file_document_nests_the_flat_names(fleet):
     doc = fleet_yaml_to_ros_params(fleet, "planner")
     p = doc["planner"]["ros__parameters"]
     assert p["engine"]["kind"] == "vllm" and p["tuf_presets"]["normal"]["ert_s"] == 1.0
-    assert p["robots"]["ids"] == ["tello_1", "tello_2", "indy_1", "chat_1"]
+    assert p["robots"]["ids"] == ["tello_1", "tello_2", "indy_1", "chat_1", "base_1"]
     indy = dict(p["robots"]["indy_1"])
     assert "apple" in indy.pop("objects") and "basket" in fleet.robot("indy_1").objects
     assert indy.pop("budget") == ""  # the arm kind's default budget

@@ -1,7 +1,7 @@
 """Agents task the fleet through `timely-fleet mcp`, with the MCP SDK's own client.
 
 `timely-fleet up --engine sim` runs the default fleet (config/fleet.yaml: drones tello_1 and tello_2,
-arm indy_1, chat robot chat_1; signed robot link; robots at time scale 0.2) as its own process, with
+arm indy_1, chat robot chat_1, mobile base base_1; signed robot link; robots at time scale 0.2) as its own process, with
 one addition to the YAML: an operator secret's SHA-256 (security.cancel_operator_keys_sha256).
 The MCP server runs as the SDK client's child over stdio, and as `timely-fleet mcp --http` with a
 token file made by `timely-fleet mcp token add`. A second fleet in namespace /swarm (50 simulated
@@ -174,7 +174,7 @@ def test_refusals_are_one_sentence_naming_the_field(fleet):
             assert fs["planner"]["engine"].startswith("engine up (sim"), fs
             assert {"engine", "goals", "robots", "operator"} <= set(fs["planner"]["diagnostics"])
             assert fs["planner"]["queue"]["policy"] == "timelyllm"
-            assert set(fs["robots"]) == {"tello_1", "tello_2", "indy_1", "chat_1"}
+            assert set(fs["robots"]) == {"tello_1", "tello_2", "indy_1", "chat_1", "base_1"}
             assert fs["robots"]["tello_2"]["state"] == "busy"
             assert fs["robots"]["tello_2"]["current_goal"]["goal_id"] == first
             st = await wait_state(c, first, r"SUCCEEDED|[A-Z_]+$")

@@ -158,7 +158,7 @@ def test_parameter_services_list_get_set_and_refuse(ros_context, fleet):
 
         got = _wait(executor, client.get_parameters(["robot_timeout_s", "engine.kind", "robots.ids"])).values
         assert (got[0].double_value, got[1].string_value) == (30.0, "vllm")
-        assert list(got[2].string_array_value) == ["tello_1", "tello_2", "indy_1", "chat_1"]
+        assert list(got[2].string_array_value) == ["tello_1", "tello_2", "indy_1", "chat_1", "base_1"]
 
         described = _wait(executor, client.describe_parameters(["network_latency_s", "engine.block_size"])).descriptors
         assert described[0].floating_point_range[0].from_value == 0.0 and not described[0].read_only

@@ -82,7 +82,8 @@ def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, obj
     not matter):
 
     * a canonical LRTrace instruction or the LRTrace task's name ("desk cleaning") -> that
-      trace's plan (:mod:`.sim_traces`, the calibrated LRTrace plans);
+      trace's plan (:mod:`.sim_traces`, the calibrated LRTrace plans); on a base, one of
+      :data:`~.sim_traces.BASE_TRACES`' tasks;
     * a paraphrase from the planner's training corpus -> the corpus plan for it, segmented;
     * a chat story instruction -> the corpus story in sentences; the chat workload's
       "Write a short story: <prompt>" requests -> a story composed from the prompt.
@@ -91,10 +92,17 @@ def sim_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, obj
     with that message); it never runs another task's plan.
     """
     from llm_planner_node.planner_model.known import PLAN_KIND, find_known, normalize_instruction
-    from llm_planner_node.engines.sim_traces import TRACES
+    from llm_planner_node.engines.sim_traces import BASE_TRACES, TRACES
 
     kind = PLAN_KIND.get(robot_kind)
     key = normalize_instruction(instruction)
+    if robot_kind == "base":
+        for t in BASE_TRACES.values():
+            if normalize_instruction(t.description) == key:
+                return t.prompt
+        listed = ", ".join(f'"{t.description}"' for t in BASE_TRACES.values())
+        raise ValueError(f"the simulated engine has no plan for \"{instruction[:MAX_QUOTED_INSTRUCTION]}\" on a base "
+                         f"robot; it plans: {listed}")
     if kind in ("drone", "arm"):
         for t in TRACES.values():
             if t.robot_kind == kind and normalize_instruction(t.description) == key:

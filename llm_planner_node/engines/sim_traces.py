@@ -15,12 +15,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from timely_robot.skills import INDY7_ARM, TELLO_MINISPEC, SkillSet
+from timely_robot.skills import INDY7_ARM, NAV2_BASE, TELLO_MINISPEC, SkillSet
 from llm_planner_node.core.tuf import NORMAL, URGENT, TUFParams
 from llm_planner_node.engines.sim_engine import SimPrompt, SimSegment
 
 DRONE_PREFIX_TOKENS = 1250
 ARM_PREFIX_TOKENS = 1500
+BASE_PREFIX_TOKENS = 1100
 TASK_TOKENS = 50
 
 
@@ -101,4 +102,21 @@ TRACES: dict[int, Trace] = {t.id: t for t in (
     _arm(11, "fruit and vegetable classification", [
         *_pick_place("apple", "fruit_bin", 300, -200), *_pick_place("carrot", "vegetable_bin", 350, 0),
         *_pick_place("banana", "fruit_bin", 420, 180), ("home();", "home", ())]),
+)}
+
+
+def _base(tid: int, desc: str, statements: list[tuple[str, str, tuple[Any, ...]]]) -> Trace:
+    return Trace(tid, desc, "base", "base", NORMAL, _plan(NAV2_BASE, statements, BASE_PREFIX_TOKENS), 64)
+
+
+#: Mobile-base tasks in the same style (not the papers'; kept apart from :data:`TRACES`, whose 11
+#: tasks are the reproduction's): places of the Nav2 simulator's room, MiniSpec with its aliases.
+BASE_TRACES: dict[int, Trace] = {t.id: t for t in (
+    _base(12, "deliver to the kitchen and come back to the dock", [
+        ("gt(kitchen);", "gt", ("kitchen",)), ("d(2000);", "d", (2000,)), ("gt(dock);", "gt", ("dock",))]),
+    _base(13, "check the hall and the office for people", [
+        ("gt(hall);", "gt", ("hall",)), ("s('person');", "s", ("person",)), ("gt(office);", "gt", ("office",)),
+        ("s('person');", "s", ("person",))]),
+    _base(14, "look for the box in the lab", [
+        ("gt(lab);", "gt", ("lab",)), ("s('box');", "s", ("box",)), ("l('box checked');", "l", ("box checked",))]),
 )}

@@ -116,6 +116,7 @@ class Config:
     standby_nice: int = 10
     kill_at_s: float | None = None
     repeats: int = 1  # runs of each size and mode, one after the other (A B A B with --standby both)
+    bases: float = 0.0  # the share of each size's robots that are mobile bases (base traces 12-14)
 
 
 def threads_of(pid: int) -> int | None:
@@ -141,15 +142,46 @@ def cpu_pct(a: dict, b: dict) -> float | None:
     return round(100.0 * (b["cpu_s"] - a["cpu_s"]) / (b["t"] - a["t"]), 1)
 
 
-def workload(n: int, duration_s: float, seed: int) -> list[Any]:
-    """WID1 arrivals scaled to ``n`` agents (same per-agent rate), robot ids ``drone<i>``."""
-    from timely_tools.sim.workload import WorkloadSpec, generate
+def split(n: int, bases: float) -> tuple[int, int]:
+    """(drones, bases) of a fleet of ``n`` robots of which a share ``bases`` are mobile bases."""
+    b = int(round(n * bases))
+    return n - b, b
 
-    return generate(WorkloadSpec(WID1_EPS_PER_AGENT * n, 8, tuple(range(1, 9)), n, duration_s), seed)
+
+def workload(n: int, duration_s: float, seed: int, bases: float = 0.0) -> list[Any]:
+    """WID1 arrivals scaled to the drones (same per-agent rate), robot ids ``drone<i>``; with
+    ``bases``, the bases' goals at the same per-agent rate, the base traces (12-14) on ``base<i>``."""
+    from timely_tools.sim.workload import Arrival, WorkloadSpec, generate
+
+    drones, nb = split(n, bases)
+    out = generate(WorkloadSpec(WID1_EPS_PER_AGENT * drones, 8, tuple(range(1, 9)), drones, duration_s), seed)
+    if nb:
+        base = generate(WorkloadSpec(WID1_EPS_PER_AGENT * nb, 8, (12, 13, 14), nb, duration_s), seed + 1,
+                        make_goal=lambda tid, a: base_goal(tid, f"base{a}"))
+        out = sorted(out + base, key=lambda a: a.t)
+    return [Arrival(a.t, a.goal) for a in out]
+
+
+def base_goal(trace_id: int, robot_id: str) -> Any:
+    """The goal a mobile base sends for a base trace (``sim_traces.BASE_TRACES``)."""
+    from llm_planner_node.core.task_model import Goal
+    from llm_planner_node.engines.sim_traces import BASE_TRACES
+
+    tr = BASE_TRACES[trace_id]
+    return Goal(robot_id, tr.robot_kind, tr.task_type, tr.prompt, tr.tuf, tr.max_tokens, tr.prompt.prefix_key,
+                tr.description)
+
+
+#: a bench base: the Nav2 simulator's room, and the classes its traces look for
+BASE_PLACES = {"dock": [2, 2], "kitchen": [16, 3], "hall": [10, 8], "office": [3, 17], "lab": [17, 17]}
 
 
 def fleet_yaml(cfg: Config, n: int, tmp: Path) -> Path:
-    robots = [{"id": f"drone{i}", "kind": "drone", "adapter": "sim"} for i in range(n)]
+    drones, nb = split(n, cfg.bases)
+    robots = [{"id": f"drone{i}", "kind": "drone", "adapter": "sim"} for i in range(drones)]
+    robots += [{"id": f"base{i}", "kind": "base", "adapter": "sim", "places": BASE_PLACES,
+                "perception": {"source": "topic", "topic": f"base{i}/detections", "classes": ["person", "box"]}}
+               for i in range(nb)]
     p = tmp / f"fleet_{n}.yaml"
     p.write_text(yaml.safe_dump({"planner": {"engine": {"kind": "sim"}, "policy": cfg.policy},
                                  "robots": robots,
@@ -336,7 +368,7 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
     from timely_robot.link.ros import SEGMENTS_TOPIC, planner_segment_topics, segments_topic
 
     params = fleet_yaml(cfg, n, tmp)
-    arrivals = workload(n, cfg.duration_s, cfg.seed)
+    arrivals = workload(n, cfg.duration_s, cfg.seed, cfg.bases)
     procs: dict[str, subprocess.Popen | None] = {}
     ctx = Context()
     rclpy.init(context=ctx)
@@ -346,7 +378,7 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
     spinner = None
     r: dict[str, Any] = {"n": n, "arrivals": len(arrivals), "adapter_procs": cfg.adapter_procs,
                          "segment_topics": planner_segment_topics(False), "time_scale": cfg.time_scale,
-                         "standby": standby}
+                         "standby": standby, "bases": split(n, cfg.bases)[1]}
     tag = f"{n}{'_standby' if standby else ''}"
     try:
         up = [*CLI, "up", "--log-level", "warning", "--params", str(params)]
@@ -389,7 +421,8 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
         if not client.wait_for_server(120.0):
             raise RuntimeError(f"the planner did not come up: {client.wait_problem}; see {tmp}/planner_{n}.log")
         t_planner = time.monotonic() - t_launch
-        ids = [f"drone{i}" for i in range(n)]
+        drones, nb = split(n, cfg.bases)
+        ids = [f"drone{i}" for i in range(drones)] + [f"base{i}" for i in range(nb)]
         deadline = time.monotonic() + 120
         while True:
             shared_ok = client.node.count_subscribers(SEGMENTS_TOPIC) >= k_procs
@@ -445,7 +478,8 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
             goal = a.goal
             h = busy.get(goal.robot_id)
             if h is not None and not h.done:
-                free = [rid for rid in ids if rid not in busy or busy[rid].done]
+                kind = goal.robot_id.rstrip("0123456789")  # a robot of the goal's own kind
+                free = [rid for rid in ids if rid.startswith(kind) and (rid not in busy or busy[rid].done)]
                 if not free:
                     not_sent += 1
                     continue
@@ -511,6 +545,16 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
             r["inflation_p90"] = round(r["response_live_p90_s"] / max(r["response_sim_p90_s"], 1e-9), 2)
         else:
             r["inflation_mean"] = r["inflation_p90"] = None
+        if cfg.bases:  # each kind's own inflation (the same goals, live / simulated)
+            r["inflation_by_kind"] = {}
+            for kind in ("drone", "base"):
+                kp = [(a, b) for a, b, (_t, g, _h) in zip(live, sim, sent)
+                      if g.robot_kind == kind and a is not None and b is not None and b > 0]
+                if kp:
+                    r["inflation_by_kind"][kind] = {
+                        "goals": len(kp),
+                        "mean": round(sum(a for a, _ in kp) / max(sum(b for _, b in kp), 1e-9), 2),
+                        "p90": round(pct([a for a, _ in kp], 90) / max(pct([b for _, b in kp], 90), 1e-9), 2)}
         r["planner_counters"] = {k: diag[k] for k in ("resends", "probes", "status_delay_p99_s", "rejected")
                                  if k in diag}
         load_s = max(t_send_end - t0, 1e-9)
@@ -716,6 +760,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=d.repeats,
                         help="runs of each size (and mode: A B A B with --standby both), their spread and "
                              "medians reported (default: %(default)s)")
+    parser.add_argument("--bases", type=float, default=d.bases, metavar="SHARE",
+                        help="the share of each size's robots that are mobile bases (simulated, base traces "
+                             "12-14; default: %(default)s)")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
 
 
@@ -724,7 +771,10 @@ def run(args: argparse.Namespace) -> int:
                  drain_s=args.drain_s, idle_s=args.idle_s, time_scale=args.time_scale,
                  adapter_procs=args.adapter_procs, policy=args.policy, security=args.security, seed=args.seed,
                  wakeup_msgs=args.wakeup_msgs, wakeup=not args.no_wakeup, standby=args.standby,
-                 standby_nice=args.standby_nice, kill_at_s=args.kill_at_s, repeats=args.repeats)
+                 standby_nice=args.standby_nice, kill_at_s=args.kill_at_s, repeats=args.repeats, bases=args.bases)
+    if not 0.0 <= cfg.bases <= 1.0:
+        print("timely-fleet bench fleet: --bases is a share of the robots, from 0 to 1", file=sys.stderr)
+        return 2
     if cfg.repeats < 1:
         print("timely-fleet bench fleet: --repeats must be at least 1", file=sys.stderr)
         return 2

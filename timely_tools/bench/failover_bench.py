@@ -261,6 +261,11 @@ DRONE_PLANS = (
     "mu,{h};tp;tc,180;tp;tc,180;md,{h};",
     "ml,{d};tp;mr,{d};tp;mb,{d};mf,{d};",
 )
+#: a base's plans: from the dock and back, through the Nav2 simulator's room (its places)
+BASE_PLANS = ("gt,kitchen;d,500;gt,dock;", "gt,hall;tc,90;tc,270;gt,dock;", "gt,lab;s,box;gt,dock;")
+BASE_INSTRUCTIONS = ("go to the kitchen and come back to the dock", "drive to the hall, look for a person, then "
+                     "return to the dock", "go to the lab and back to the dock")
+BASE_PLACES = {"dock": [2, 2], "kitchen": [16, 3], "hall": [10, 8], "office": [3, 17], "lab": [17, 17]}
 ARM_OBJECTS = ("apple", "cup", "pen", "book", "banana", "box")
 ARM_PLACES = ("tray", "basket", "drawer")
 CHAT_SENTENCES = ("The robot woke up early.", "It rolled to the window.", "A small cat sat outside.",
@@ -273,6 +278,12 @@ def instruction(kind: str, rng: random.Random, engine: str, known: dict[str, lis
     plan of 6-8 one-call segments that ends where it started, an arm plan of 7, a story of 5
     sentences); with the simulated engine or a model one of the instructions the shipped planner
     knows for that kind (``planner_model.known``)."""
+    if kind == "base":
+        if engine == "scripted":
+            return rng.choice(BASE_PLANS)
+        from llm_planner_node.engines.sim_traces import BASE_TRACES
+
+        return rng.choice([t.description for t in BASE_TRACES.values()] if engine == "sim" else BASE_INSTRUCTIONS)
     if engine != "scripted":
         return rng.choice((known or {})[kind])
     if kind == "drone":
@@ -286,10 +297,13 @@ def instruction(kind: str, rng: random.Random, engine: str, known: dict[str, lis
 
 
 def fleet_yaml(drones: int, arms: int, chats: int, *, lease_s: float, security: str, keystore: str,
-               engine: str, model: str | None, robot_timeout_s: float) -> dict[str, Any]:
+               engine: str, model: str | None, robot_timeout_s: float, bases: int = 0) -> dict[str, Any]:
     robots = ([{"id": f"drone_{i}", "kind": "drone", "adapter": "sim"} for i in range(drones)]
               + [{"id": f"arm_{i}", "kind": "arm", "adapter": "sim"} for i in range(arms)]
-              + [{"id": f"chat_{i}", "kind": "chat", "adapter": "sim"} for i in range(chats)])
+              + [{"id": f"chat_{i}", "kind": "chat", "adapter": "sim"} for i in range(chats)]
+              + [{"id": f"base_{i}", "kind": "base", "adapter": "sim", "places": BASE_PLACES,
+                  "perception": {"source": "topic", "topic": f"base_{i}/detections", "classes": ["person", "box"]}}
+                 for i in range(bases)])
     eng: dict[str, Any] = {"kind": "vllm", "model": model} if model else {"kind": engine}
     sec: dict[str, Any] = {"mode": security, "lease_s": lease_s}
     if security == "sign":
@@ -615,7 +629,7 @@ def run_bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
     engine = "vllm" if args.model else args.engine
     keystore = workdir / "keys"
-    fleet = fleet_yaml(args.drones, args.arms, args.chats, lease_s=args.lease_s, security=args.security,
+    fleet = fleet_yaml(args.drones, args.arms, args.chats, bases=args.bases, lease_s=args.lease_s, security=args.security,
                        keystore=str(keystore), engine=args.engine, model=args.model,
                        robot_timeout_s=args.robot_timeout_s)
     kinds = {r["id"]: r["kind"] for r in fleet["robots"]}
@@ -1063,6 +1077,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drones", type=int, default=30, help="simulated drones (default 30)")
     parser.add_argument("--arms", type=int, default=15, help="simulated arms (default 15)")
     parser.add_argument("--chats", type=int, default=5, help="chat robots (default 5)")
+    parser.add_argument("--bases", type=int, default=0,
+                        help="mobile bases (simulated; the Nav2 simulator's places; default 0)")
     parser.add_argument("--kills", type=int, default=5, help="SIGKILLs of the active planner (default 5)")
     parser.add_argument("--stop-once", dest="stop_once", action="store_true", default=True,
                         help="also SIGSTOP the active once, then SIGCONT it after the takeover: it must be "

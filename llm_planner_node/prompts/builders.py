@@ -31,8 +31,15 @@ def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, ob
 
 def prompt_objects(instruction: str, robot_kind: str) -> tuple[str, ...]:
     """The known objects of the prompt of a goal whose robot declares none: the instruction's own
-    words (a chat robot's prompt lists no objects)."""
-    return () if robot_kind == "chat" else instruction_names(instruction)
+    words (a chat robot's prompt lists no objects), but its first word when others follow: an
+    instruction to a robot starts with what to do ("check the book on the cabinet"), and offered
+    as an object the verb was planned as one (``is_visible(check)``). The grammar still admits it."""
+    if robot_kind == "chat":
+        return ()
+    names = instruction_names(instruction)
+    first = next(iter(instruction.lower().split()), "")
+    rest = tuple(n for n in names if n != first and not n.startswith(first + "_"))
+    return rest or names
 
 
 def chat_template_prompt_builder(model_path: str, options: PromptOptions | None = None) -> Callable[..., object] | None:

@@ -162,14 +162,27 @@ def _bench_main(fn: str, *args: Any) -> list[str]:
 
 def in_workdir(prefix: str, body: Callable[[Path], Any]) -> Any:
     """``body(workdir)`` in a temporary directory; if it raises RuntimeError (a process did not
-    come up, ...), the tail of every process log there is printed first."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        try:
-            return body(Path(tmp))
-        except RuntimeError:
-            for p in sorted(Path(tmp).glob("*.log")):
-                log(f"--- {p.name} (tail) ---\n" + p.read_text(errors="replace")[-2000:])
-            raise
+    come up, ...), the tail of every process log there is printed first. A SIGTERM to the bench
+    (``kill``, a CI runner's timeout) raises SystemExit in it, so the bench's ``finally`` stops the
+    planners and adapters it started in their own sessions rather than leave them running."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            try:
+                return body(Path(tmp))
+            except RuntimeError:
+                for p in sorted(Path(tmp).glob("*.log")):
+                    log(f"--- {p.name} (tail) ---\n" + p.read_text(errors="replace")[-2000:])
+                raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def proc_sample(pid: int) -> dict[str, float] | None:

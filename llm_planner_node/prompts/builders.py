@@ -31,14 +31,18 @@ def vllm_prompt_builder(instruction: str, robot_kind: str, skill_set_id: str, ob
 
 def prompt_objects(instruction: str, robot_kind: str) -> tuple[str, ...]:
     """The known objects of the prompt of a goal whose robot declares none: the instruction's own
-    words (a chat robot's prompt lists no objects), but its first word when others follow: an
-    instruction to a robot starts with what to do ("check the book on the cabinet"), and offered
-    as an object the verb was planned as one (``is_visible(check)``). The grammar still admits it."""
+    words (a chat robot's prompt lists no objects), but a leading verb that takes its thing
+    directly ("check the book on the cabinet": listed, the shipped planner took the verb for the
+    object, ``is_visible(check)``). A verb followed by "for" stays ("look for the cat": without
+    it the planner checked once with ``is_visible`` instead of turning to ``scan``); so does a
+    one-word instruction. The grammar admits every word either way."""
     if robot_kind == "chat":
         return ()
     names = instruction_names(instruction)
-    first = next(iter(instruction.lower().split()), "")
-    rest = tuple(n for n in names if n != first and not n.startswith(first + "_"))
+    words = instruction.lower().split()
+    if len(words) < 2 or words[1] == "for":
+        return names
+    rest = tuple(n for n in names if n != words[0] and not n.startswith(words[0] + "_"))
     return rest or names
 
 

@@ -1,8 +1,8 @@
 """Agents task the fleet through `timely-fleet mcp`, with the MCP SDK's own client.
 
 `timely-fleet up --engine sim` runs the default fleet (config/fleet.yaml: drones tello_1 and tello_2,
-arm indy_1, chat robot chat_1, mobile base base_1; signed robot link; robots at time scale 0.2) as its own process, with
-one addition to the YAML: an operator secret's SHA-256 (security.cancel_operator_keys_sha256).
+arm indy_1, chat robot chat_1; its mobile base left out; signed robot link; robots at time scale 0.2) as its own
+process, with one addition to the YAML: an operator secret's SHA-256 (security.cancel_operator_keys_sha256).
 The MCP server runs as the SDK client's child over stdio, and as `timely-fleet mcp --http` with a
 token file made by `timely-fleet mcp token add`. A second fleet in namespace /swarm (50 simulated
 drones at time scale 0.02, and one whose every segment waits for an operator's approval) takes 50
@@ -36,6 +36,9 @@ GOALS = {"tello_1": "look for the cat", "tello_2": "find a toy under the bed", "
 def fleet(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mcp_fleet")
     data = yaml.safe_load((ROOT / "config" / "fleet.yaml").read_text())
+    # one robot of each kind the simulated engine plans the papers' tasks for (its base plans
+    # only three base traces: the mobile base is tested over ROS in test_base_over_ros.py)
+    data["robots"] = [r for r in data["robots"] if r["kind"] != "base"]
     data.setdefault("security", {})["cancel_operator_keys_sha256"] = hashlib.sha256(SECRET.encode()).hexdigest()
     params = tmp / "fleet.yaml"
     params.write_text(yaml.safe_dump(data))
@@ -174,7 +177,7 @@ def test_refusals_are_one_sentence_naming_the_field(fleet):
             assert fs["planner"]["engine"].startswith("engine up (sim"), fs
             assert {"engine", "goals", "robots", "operator"} <= set(fs["planner"]["diagnostics"])
             assert fs["planner"]["queue"]["policy"] == "timelyllm"
-            assert set(fs["robots"]) == {"tello_1", "tello_2", "indy_1", "chat_1", "base_1"}
+            assert set(fs["robots"]) == {"tello_1", "tello_2", "indy_1", "chat_1"}
             assert fs["robots"]["tello_2"]["state"] == "busy"
             assert fs["robots"]["tello_2"]["current_goal"]["goal_id"] == first
             st = await wait_state(c, first, r"SUCCEEDED|[A-Z_]+$")

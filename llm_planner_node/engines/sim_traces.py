@@ -120,3 +120,9 @@ BASE_TRACES: dict[int, Trace] = {t.id: t for t in (
     _base(14, "look for the box in the lab", [
         ("gt(lab);", "gt", ("lab",)), ("s('box');", "s", ("box",)), ("l('box checked');", "l", ("box checked",))]),
 )}
+
+
+def trace(trace_id: int) -> Trace:
+    """The trace of ``trace_id``: one of the papers' eleven (:data:`TRACES`) or a base's
+    (:data:`BASE_TRACES`); KeyError for any other id."""
+    return TRACES[trace_id] if trace_id in TRACES else BASE_TRACES[trace_id]

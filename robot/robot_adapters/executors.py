@@ -189,7 +189,7 @@ def _nav2_executor(robot: RobotParams, time_scale: float, stack: contextlib.Exit
     if spec.get("source") == "topic":
         from robot_adapters.perception.arm_sources import DetectionsSource
 
-        detections = DetectionsSource(spec["topic"], max_age_s=float(spec.get("max_age_s", 1.0)))
+        detections = DetectionsSource(spec["topic"], max_age_s=spec["max_age_s"])  # checked, with its default
     ex = Nav2Executor(robot.id, context=context, places=places, nav2=nav2, time_scale=time_scale,
                       detections=detections)
     stack.callback(ex.close)

@@ -139,9 +139,7 @@ def _perception(value: Any, where: str, kind: str, adapter: str) -> dict[str, An
         if "camera_to_base" in value and not numbers(value["camera_to_base"], 6):
             raise ParamError(f"{where}.camera_to_base must be 6 numbers [x, y, z, roll, pitch, yaw] "
                              f"(mm, degrees), got {value['camera_to_base']!r}")
-        age = value.get("max_age_s", 2.0)
-        if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age <= 0:
-            raise ParamError(f"{where}.max_age_s must be a number > 0 (seconds), got {age!r}")
+        _seconds(value, "max_age_s", 2.0, where)
     return dict(value)
 
 
@@ -156,20 +154,37 @@ def _base_perception(value: dict[str, Any], where: str, source: str) -> dict[str
             raise unknown_key(where, key, known)
     if source == "none":
         return {"source": "none"}
+    topic = _topic(value, where, "source topic", "the DetectionArray topic of the base's detector "
+                                                 "(e.g. base_1/detections)")
+    classes = _classes(value, where, "source topic", "the labels the detector reports (e.g. [person, chair])")
+    return {"source": "topic", "topic": topic, "max_age_s": _seconds(value, "max_age_s", 1.0, where),
+            "classes": classes}
+
+
+def _topic(value: dict[str, Any], where: str, needs: str, what: str) -> str:
+    """``value``'s ``topic``, stripped; a ParamError saying that ``needs`` it and ``what`` it is."""
     topic = value.get("topic")
     if not isinstance(topic, str) or not topic.strip():
-        raise ParamError(f"{where}: source topic needs topic, the DetectionArray topic of the base's detector "
-                         f"(e.g. base_1/detections), got {topic!r}")
+        raise ParamError(f"{where}: {needs} needs topic, {what}, got {topic!r}")
+    return topic.strip()
+
+
+def _classes(value: dict[str, Any], where: str, needs: str, what: str) -> list[str]:
+    """``value``'s ``classes`` (a non-empty list of labels of at most 64 characters) in snake_case,
+    each once; a ParamError saying that ``needs`` them and ``what`` they are."""
     classes = value.get("classes")
     if (not isinstance(classes, list) or not classes
             or not all(isinstance(c, str) and c.strip() and len(c) <= 64 for c in classes)):
-        raise ParamError(f"{where}: source topic needs classes, the labels the detector reports "
-                         f"(e.g. [person, chair]), got {classes!r}")
-    age = value.get("max_age_s", 1.0)
-    if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age <= 0:
-        raise ParamError(f"{where}.max_age_s must be a number > 0 (seconds), got {age!r}")
-    return {"source": "topic", "topic": topic.strip(), "max_age_s": float(age),
-            "classes": list(dict.fromkeys("_".join(c.strip().lower().split()) for c in classes))}
+        raise ParamError(f"{where}: {needs} needs classes, {what}, got {classes!r}")
+    return list(dict.fromkeys("_".join(c.strip().lower().split()) for c in classes))
+
+
+def _seconds(value: dict[str, Any], key: str, default: float, where: str) -> float:
+    """``value[key]`` (default ``default``): a finite number of seconds > 0, else a ParamError."""
+    v = value.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise ParamError(f"{where}.{key} must be a number > 0 (seconds), got {v!r}")
+    return float(v)
 
 
 def _drone_perception(value: dict[str, Any], where: str, source: str, adapter: str) -> dict[str, Any]:
@@ -195,24 +210,15 @@ def _drone_perception(value: dict[str, Any], where: str, source: str, adapter: s
         raise ParamError(f"{where}.detector must be 'default', 'topic' or the path of a .onnx detector, got {det!r}")
     out = dict(value)
     if det.strip() == "topic":
-        topic = value.get("topic")
-        if not isinstance(topic, str) or not topic.strip():
-            raise ParamError(f"{where}: detector topic needs topic, the DetectionArray topic your detector node "
-                             f"publishes on (e.g. tello_1/detections_in), got {topic!r}")
-        if topic.strip().strip("/").split("/")[-1] in ("detections", "image_raw"):
-            raise ParamError(f"{where}.topic {topic.strip()!r} is where the adapter itself publishes (its detections "
+        topic = _topic(value, where, "detector topic", "the DetectionArray topic your detector node publishes on "
+                                                       "(e.g. tello_1/detections_in)")
+        if topic.strip("/").split("/")[-1] in ("detections", "image_raw"):
+            raise ParamError(f"{where}.topic {topic!r} is where the adapter itself publishes (its detections "
                              "and camera images): give your detector node's own topic, e.g. tello_1/detections_in")
-        classes = value.get("classes")
-        if (not isinstance(classes, list) or not classes
-                or not all(isinstance(c, str) and c.strip() and len(c) <= 64 for c in classes)):
-            raise ParamError(f"{where}: detector topic needs classes, the labels your detector node reports "
-                             f"(e.g. [cat, person]), got {classes!r}")
-        timeout = value.get("timeout_s", 1.0)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-                or timeout <= 0:
-            raise ParamError(f"{where}.timeout_s must be a number > 0 (seconds), got {timeout!r}")
-        out["topic"] = topic.strip()
-        out["classes"] = list(dict.fromkeys("_".join(c.strip().lower().split()) for c in classes))
+        out["classes"] = _classes(value, where, "detector topic", "the labels your detector node reports "
+                                                                 "(e.g. [cat, person])")
+        _seconds(value, "timeout_s", 1.0, where)
+        out["topic"] = topic
     else:
         for key in ("topic", "classes", "timeout_s"):
             if key in value:

@@ -117,6 +117,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from timely_tools.bench.fleet_bench import sim_base_robot
 from timely_tools.bench.procs import signal_group, start_process, stop_process
 
 TF = [sys.executable, "-m", "llm_planner_node.cli"]
@@ -265,7 +266,6 @@ DRONE_PLANS = (
 BASE_PLANS = ("gt,kitchen;d,500;gt,dock;", "gt,hall;tc,90;tc,270;gt,dock;", "gt,lab;s,box;gt,dock;")
 BASE_INSTRUCTIONS = ("go to the kitchen and come back to the dock", "drive to the hall, look for a person, then "
                      "return to the dock", "go to the lab and back to the dock")
-BASE_PLACES = {"dock": [2, 2], "kitchen": [16, 3], "hall": [10, 8], "office": [3, 17], "lab": [17, 17]}
 ARM_OBJECTS = ("apple", "cup", "pen", "book", "banana", "box")
 ARM_PLACES = ("tray", "basket", "drawer")
 CHAT_SENTENCES = ("The robot woke up early.", "It rolled to the window.", "A small cat sat outside.",
@@ -301,9 +301,7 @@ def fleet_yaml(drones: int, arms: int, chats: int, *, lease_s: float, security: 
     robots = ([{"id": f"drone_{i}", "kind": "drone", "adapter": "sim"} for i in range(drones)]
               + [{"id": f"arm_{i}", "kind": "arm", "adapter": "sim"} for i in range(arms)]
               + [{"id": f"chat_{i}", "kind": "chat", "adapter": "sim"} for i in range(chats)]
-              + [{"id": f"base_{i}", "kind": "base", "adapter": "sim", "places": BASE_PLACES,
-                  "perception": {"source": "topic", "topic": f"base_{i}/detections", "classes": ["person", "box"]}}
-                 for i in range(bases)])
+              + [sim_base_robot(f"base_{i}") for i in range(bases)])
     eng: dict[str, Any] = {"kind": "vllm", "model": model} if model else {"kind": engine}
     sec: dict[str, Any] = {"mode": security, "lease_s": lease_s}
     if security == "sign":

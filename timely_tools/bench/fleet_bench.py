@@ -151,37 +151,31 @@ def split(n: int, bases: float) -> tuple[int, int]:
 def workload(n: int, duration_s: float, seed: int, bases: float = 0.0) -> list[Any]:
     """WID1 arrivals scaled to the drones (same per-agent rate), robot ids ``drone<i>``; with
     ``bases``, the bases' goals at the same per-agent rate, the base traces (12-14) on ``base<i>``."""
-    from timely_tools.sim.workload import Arrival, WorkloadSpec, generate
+    from timely_tools.sim.workload import WorkloadSpec, generate
 
     drones, nb = split(n, bases)
     out = generate(WorkloadSpec(WID1_EPS_PER_AGENT * drones, 8, tuple(range(1, 9)), drones, duration_s), seed)
     if nb:
-        base = generate(WorkloadSpec(WID1_EPS_PER_AGENT * nb, 8, (12, 13, 14), nb, duration_s), seed + 1,
-                        make_goal=lambda tid, a: base_goal(tid, f"base{a}"))
+        base = generate(WorkloadSpec(WID1_EPS_PER_AGENT * nb, 8, (12, 13, 14), nb, duration_s), seed + 1)
         out = sorted(out + base, key=lambda a: a.t)
-    return [Arrival(a.t, a.goal) for a in out]
+    return out
 
 
-def base_goal(trace_id: int, robot_id: str) -> Any:
-    """The goal a mobile base sends for a base trace (``sim_traces.BASE_TRACES``)."""
-    from llm_planner_node.core.task_model import Goal
-    from llm_planner_node.engines.sim_traces import BASE_TRACES
-
-    tr = BASE_TRACES[trace_id]
-    return Goal(robot_id, tr.robot_kind, tr.task_type, tr.prompt, tr.tuf, tr.max_tokens, tr.prompt.prefix_key,
-                tr.description)
-
-
-#: a bench base: the Nav2 simulator's room, and the classes its traces look for
+#: a bench base's places: the Nav2 simulator's room, where the base traces go
 BASE_PLACES = {"dock": [2, 2], "kitchen": [16, 3], "hall": [10, 8], "office": [3, 17], "lab": [17, 17]}
+
+
+def sim_base_robot(robot_id: str) -> dict[str, Any]:
+    """A simulated mobile base's entry of a bench's fleet YAML: the room's places, and a
+    detections topic reporting the classes the bench plans look for."""
+    return {"id": robot_id, "kind": "base", "adapter": "sim", "places": BASE_PLACES,
+            "perception": {"source": "topic", "topic": f"{robot_id}/detections", "classes": ["person", "box"]}}
 
 
 def fleet_yaml(cfg: Config, n: int, tmp: Path) -> Path:
     drones, nb = split(n, cfg.bases)
     robots = [{"id": f"drone{i}", "kind": "drone", "adapter": "sim"} for i in range(drones)]
-    robots += [{"id": f"base{i}", "kind": "base", "adapter": "sim", "places": BASE_PLACES,
-                "perception": {"source": "topic", "topic": f"base{i}/detections", "classes": ["person", "box"]}}
-               for i in range(nb)]
+    robots += [sim_base_robot(f"base{i}") for i in range(nb)]
     p = tmp / f"fleet_{n}.yaml"
     p.write_text(yaml.safe_dump({"planner": {"engine": {"kind": "sim"}, "policy": cfg.policy},
                                  "robots": robots,

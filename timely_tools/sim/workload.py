@@ -31,7 +31,7 @@ from timely_robot.skills import DEFAULT_SKILL_SET_FOR_KIND, DEFAULT_SKILL_SETS
 from llm_planner_node.core.task_model import Goal
 from llm_planner_node.core.tuf import PRESETS, TUFParams
 from llm_planner_node.engines.sim_engine import SimPrompt, SimSegment
-from llm_planner_node.engines.sim_traces import TRACES
+from llm_planner_node.engines.sim_traces import trace
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,8 @@ WORKLOADS: dict[str, WorkloadSpec] = {
 
 
 def goal_for(trace_id: int, robot_id: str) -> Goal:
-    """The goal a robot sends for an LRTrace-like trace."""
-    tr = TRACES[trace_id]
+    """The goal a robot sends for an LRTrace-like trace (or a mobile base's, ``sim_traces.BASE_TRACES``)."""
+    tr = trace(trace_id)
     return Goal(robot_id, tr.robot_kind, tr.task_type, tr.prompt, tr.tuf, tr.max_tokens,
                 tr.prompt.prefix_key, tr.description)
 
@@ -82,7 +82,7 @@ def generate(spec: WorkloadSpec, seed: int = 0,
         for a in agents.tolist():
             tid = int(rng.choice(spec.trace_ids))
             goal = (make_goal(tid, a) if make_goal is not None
-                    else goal_for(tid, f"{TRACES[tid].robot_kind}{a}"))
+                    else goal_for(tid, f"{trace(tid).robot_kind}{a}"))
             out.append(Arrival(t, goal))
         t += float(rng.exponential(1 / spec.eps))
     return out

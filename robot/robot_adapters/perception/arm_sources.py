@@ -153,6 +153,7 @@ class DetectionsSource:
         self.transform = camera_to_base_matrix(camera_to_base)
         self._clock = clock
         self._seen: dict[str, tuple[Position, float]] = {}  # label -> (base-frame position, stamp)
+        self._labels: dict[str, float] = {}  # label -> stamp of the newest message detecting it, with or without a position
         self._last_message: float | None = None
         self._lock = threading.Lock()
 
@@ -169,6 +170,9 @@ class DetectionsSource:
         with self._lock:
             if self._last_message is None or stamp >= self._last_message:
                 self._last_message = float(stamp)
+            for label in {d.label for d in detections}:
+                if stamp >= self._labels.get(label, -math.inf):
+                    self._labels[label] = float(stamp)
             for label, (pos, t) in moved.items():
                 if label not in self._seen or t >= self._seen[label][1]:
                     self._seen[label] = (pos, t)
@@ -180,24 +184,30 @@ class DetectionsSource:
         if seen is not None and now - seen[1] <= self.max_age_s:
             return seen[0]
         why = f"no detection of '{name}' in the last {self.max_age_s} s on {self.topic}"
-        if last is None:
-            raise SourceSilent(why + " (no message on it yet: is the detector running?)")
-        if now - last > self.max_age_s:
-            raise SourceSilent(why + f" (its last message is {now - last:.1f} s old: is the detector running?)")
+        silence = self._silence(now, last)
+        if silence:
+            raise SourceSilent(f"{why} {silence}")
         raise PerceptionError(why)
 
+    def _silence(self, now: float, last: float | None) -> str:
+        """Why nothing can be concluded from the topic (no message in ``max_age_s``), or ""."""
+        if last is None:
+            return "(no message on it yet: is the detector running?)"
+        if now - last > self.max_age_s:
+            return f"(its last message is {now - last:.1f} s old: is the detector running?)"
+        return ""
+
     def sees(self, name: str) -> bool:
-        """Whether the newest message detected ``name`` (a base's ``is_visible``: in view now);
-        :class:`SourceSilent` when no message came in the last ``max_age_s`` (nothing can be
-        concluded)."""
+        """Whether the newest message detected ``name``, with a position or without (a base's
+        ``is_visible``: in view now); :class:`SourceSilent` when no message came in the last
+        ``max_age_s`` (nothing can be concluded)."""
         now = self._clock()
         with self._lock:
-            seen, last = self._seen.get(name), self._last_message
-        if last is None or now - last > self.max_age_s:
-            raise SourceSilent(f"no detections on {self.topic} in the last {self.max_age_s} s"
-                               + (" (no message on it yet: is the detector running?)" if last is None
-                                  else f" (its last message is {now - last:.1f} s old: is the detector running?)"))
-        return seen is not None and seen[1] >= last
+            seen, last = self._labels.get(name), self._last_message
+        silence = self._silence(now, last)
+        if silence:
+            raise SourceSilent(f"no detections on {self.topic} in the last {self.max_age_s} s {silence}")
+        return seen is not None and seen >= last  # type: ignore[operator]
 
     def wait_newer(self, after: float, timeout_s: float) -> bool:
         """Wait (at most ``timeout_s``) for a message received after ``after`` (this source's

@@ -90,6 +90,11 @@ def test_sees_answers_from_the_newest_message_and_says_when_the_topic_is_silent(
     clock.t = 101.5
     with pytest.raises(SourceSilent, match=r"its last message is 1.3 s old: is the detector running\?"):
         src.sees("person")
+    # a 2D detector (no positions, as vision_msgs/Detection2DArray): seen all the same, no position
+    src.update([Detection("chair", 0.8)], stamp=101.5)
+    assert src.sees("chair") and not src.sees("person")
+    with pytest.raises(PerceptionError):
+        src.position("chair")
 
 
 def test_the_scene_source_is_for_simulators_only():

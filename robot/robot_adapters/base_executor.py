@@ -380,7 +380,10 @@ class Nav2Executor(SkillExecutor):
             if why is not None:
                 raise SkillExecutionError(f"refused: {why}")
         length = sum(math.dist(a, b) for a, b in zip([here[:2], *path], [*path, (x, y)]))
-        bound = (3 * (length / NOMINAL_NAV_MPS + math.pi / NOMINAL_TURN_RADPS) + 30) * self.time_scale + 5
+        expected_s = length / NOMINAL_NAV_MPS + math.pi / NOMINAL_TURN_RADPS
+        if meter is not None:  # the plan's duration budget grows with the route it drives
+            meter.expect(expected_s * self.time_scale)
+        bound = (3 * expected_s + 30) * self.time_scale + 5
         res = self._run("navigate_to_pose", NavigateToPose.Goal(pose=self._pose_stamped(x, y, yaw)),
                         f"the navigation to {label}", cancel, bound)
         if res.error_code != NavigateToPose.Result.NONE:

@@ -237,6 +237,12 @@ class BudgetMeter:
         self.used = total
         return None
 
+    def expect(self, seconds: float) -> None:
+        """Add to the plan's predicted time what a call is expected to take once that is known as
+        it starts (a base's drive: its route's length at the base's nominal speed), so the
+        duration budget covers a long drive the execution-time model could not foresee."""
+        self.predicted_s += max(0.0, float(seconds))
+
     def watch(self, x_m: float, y_m: float, speed_mps: float) -> str | None:
         """A base's measured pose (map frame) and speed while it moves: why it must stop (outside
         the map fence, faster than the speed limit), else None."""

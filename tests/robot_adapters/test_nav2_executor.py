@@ -81,6 +81,9 @@ def test_go_to_kitchen_inside_the_fence_arrives_and_charges_the_route(ros_contex
         x, y, yaw = ex.pose()
         assert math.dist((x, y), (16.0, 3.0)) < 0.3 and math.dist(sim_pose(sim)[:2], (16.0, 3.0)) < 0.3
         assert 7.5 * 100 < m.used.translation_cm < 9.0 * 100  # hall -> kitchen, about 7.8 m
+        # the drive's expected time joins the plan's prediction: route at 0.25 m/s + a half turn at 0.5 rad/s
+        route_m = m.used.translation_cm / 100
+        assert m.predicted_s == pytest.approx((route_m / 0.25 + math.pi / 0.5) * SCALE)
 
 
 def test_go_to_a_place_inside_an_obstacle_names_nav2s_code(ros_context):

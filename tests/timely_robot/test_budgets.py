@@ -201,6 +201,19 @@ def test_a_route_that_cuts_the_corner_of_an_l_shaped_fence_is_refused_and_one_ar
     assert m.used.translation_cm == pytest.approx(1200.0)  # a refused route is not charged
 
 
+def test_a_long_drive_expected_at_its_start_extends_the_plan_duration_budget():
+    from timely_robot.budgets import Budget, BudgetMeter
+
+    m = BudgetMeter(Budget(), t0=0.0)  # factor 3, floor 60 s
+    m.predicted_s = 10.0  # what the execution-time model predicted for the calls
+    assert m.over_time(100.0) == "exceeds budget: plan running 100.0 s > 60.0 s"
+    m.expect(40.0 / 0.25)  # a 40 m route at 0.25 m/s: 160 s
+    assert m.over_time(100.0) is None and m.over_time(509.0) is None  # 3 x (10 + 160) = 510 s
+    assert m.over_time(511.0) == "exceeds budget: plan running 511.0 s > 510.0 s"
+    m.expect(-5.0)  # nothing negative is expected
+    assert m.predicted_s == 170.0
+
+
 def test_a_moving_base_outside_its_fence_or_over_its_speed_limit_must_stop():
     from timely_robot.budgets import Budget, BudgetMeter
 

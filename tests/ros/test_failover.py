@@ -6,6 +6,7 @@ signed), while a changed field, a missing signature or another key is refused.""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 pytestmark = pytest.mark.ros
 
@@ -60,6 +61,31 @@ def test_a_signed_journal_verifies_after_serialization_and_a_changed_one_does_no
     unsigned = PlannerJournal(node="p@h:1", term=9)
     assert journal_problem(unsigned, key) == "unsigned journal"
     assert journal_problem(unsigned, None) is None  # security.mode off: nothing to check
+
+
+_TEXTS = st.lists(st.text(max_size=6), max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=_TEXTS, other=_TEXTS, ids=st.lists(st.integers(0, 2**32 - 1), max_size=8),
+       times=st.lists(st.floats(allow_nan=False), max_size=4), age=st.floats(allow_nan=False))
+def test_the_signed_bytes_survive_serialization_and_tell_any_two_contents_apart(texts, other, ids, times, age):
+    from rclpy.serialization import deserialize_message, serialize_message
+    from timely_fleet.msg import JournalGoal, PlannerJournal
+
+    from timely_robot.link.signing import message_fields
+
+    def journal(texts, ids, times, age):
+        goal = JournalGoal(goal_id="g", segment_texts=texts, token_ids=ids, gen_start_s=times, age_s=age)
+        return PlannerJournal(node="p@h:1", term=1, sequence=2**64 - 1, goals=[goal, JournalGoal()])
+
+    msg = journal(texts, ids, times, age)
+    signed = message_fields(msg)
+    assert message_fields(deserialize_message(serialize_message(msg), PlannerJournal)) == signed
+    # moving text across a boundary ("ab", "c" / "a", "bc"), a string more or less, another id
+    assert (message_fields(journal(other, ids, times, age)) == signed) == (other == texts)
+    assert message_fields(journal(texts, [*ids, 0], times, age)) != signed
+    assert message_fields(journal(texts, ids, [*times, 0.0], age)) != signed
 
 
 def test_a_planner_tells_its_own_journal_by_the_node_field_of_the_serialized_bytes():

@@ -25,16 +25,19 @@ host that holds the keys. Stdlib only (``hmac``, ``hashlib``, ``secrets``); no R
 
 from __future__ import annotations
 
+import array
 import datetime as _dt
 import hashlib
 import hmac
 import json
 import math
+import operator
 import os
 import re
 import secrets
 import stat
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -549,53 +552,113 @@ def status_msg_fields(msg: Any) -> bytes:
 
 
 _SIGNATURE_FIELDS = ("key_id", "counter", "mac")
-_FIELDS_OF: dict[type, tuple[str, ...]] = {}
-_AS_IS = (str, int, bool)
+_BIG_ENDIAN = sys.byteorder == "big"
+_Out = list  # the encoded parts, joined once at the end
 
 
-def _fields_of(cls: type) -> tuple[str, ...]:
-    """A message class's field names but the signature's, in the order its definition gives them."""
-    names = _FIELDS_OF.get(cls)
-    if names is None:
-        names = _FIELDS_OF[cls] = tuple(k for k in cls.get_fields_and_field_types()  # type: ignore[attr-defined]
-                                        if k not in _SIGNATURE_FIELDS)
-    return names
+def _array(value: Any) -> bytes:
+    """A numeric sequence (``array.array``, or a numpy array for a fixed-size field) as its
+    elements' big-endian bytes: one C copy, not one call per element."""
+    if value.itemsize > 1 and not _BIG_ENDIAN:
+        if type(value).__name__ == "ndarray":
+            value = value.byteswap()
+        else:
+            value = array.array(value.typecode, value)
+            value.byteswap()
+    raw = value.tobytes()
+    return b"a" + bytes((value.itemsize,)) + len(raw).to_bytes(4, "big") + raw
 
 
-def _plain(value: Any, between: Callable[[], None] | None = None) -> Any:
-    """A ROS message value as JSON-able data: a message as the list of its field values in
-    definition order, floats as their ``repr`` strings. ``between()`` is called after each
-    message of a sequence of messages (a long journal's goals)."""
+def _int(value: int) -> bytes:
+    return b"i" + int(value).to_bytes(9, "big", signed=True)  # int64 and uint64 alike
+
+
+def _strings(value: Sequence[str], out: _Out) -> None:
+    out.append(b"l" + len(value).to_bytes(4, "big"))
+    out.extend(_s(v) for v in value)
+
+
+def _bools(value: Sequence[bool], out: _Out) -> None:
+    out.append(b"l" + len(value).to_bytes(4, "big") + b"B" + bytes(bool(v) for v in value))
+
+
+def _scalar(encode: Callable[[Any], bytes]) -> Callable[[Any, _Out], None]:
+    return lambda value, out: out.append(encode(value))
+
+
+#: how a field of each ROS type is encoded (other types: :func:`_any`)
+_BY_TYPE: dict[str, Callable[[Any, _Out], None]] = {
+    "string": _scalar(_s), "wstring": _scalar(_s), "boolean": _scalar(_b), "double": _scalar(_d),
+    "float": _scalar(_f), "sequence<string>": _strings, "sequence<boolean>": _bools,
+    **{t: _scalar(_int) for t in ("byte", "char", "octet", "int8", "uint8", "int16", "uint16", "int32",
+                                  "uint32", "int64", "uint64")},
+}
+_ENCODERS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], tuple[Callable[..., None], ...]]] = {}
+
+
+def _any(value: Any, out: _Out, between: Callable[[], None] | None = None) -> None:
+    """A value whose field type has no entry in ``_BY_TYPE``: a nested message, a numeric
+    sequence or array, a sequence of messages (``between()`` after each), bytes."""
     if hasattr(value, "get_fields_and_field_types"):
-        return [_plain(getattr(value, k), between) for k in _fields_of(type(value))]
-    kind = type(value)
-    if kind.__name__ == "array":  # a sequence of numbers: one C call, not one per element
-        items = value.tolist()
-        return [repr(v) for v in items] if value.typecode in "fd" else items
-    if kind is list or kind is tuple or kind.__name__ == "ndarray":
-        if all(type(v) in _AS_IS for v in value):  # strings, integers: JSON as they are
-            return list(value)
-        if between is None:
-            return [_plain(v) for v in value]
-        out = []
+        _message(value, out, between)
+    elif type(value) is array.array or type(value).__name__ == "ndarray":
+        out.append(_array(value))
+    elif isinstance(value, (list, tuple)):
+        out.append(b"l" + len(value).to_bytes(4, "big"))
         for v in value:
-            out.append(_plain(v))
-            between()
-        return out
-    if isinstance(value, float):
-        return repr(value)
-    return value
+            _any(v, out)
+            if between is not None:
+                between()
+    elif isinstance(value, bytes):
+        out.append(b"y" + len(value).to_bytes(4, "big") + value)
+    elif isinstance(value, bool):
+        out.append(_b(value))
+    elif isinstance(value, int):
+        out.append(_int(value))
+    elif isinstance(value, float):
+        out.append(_d(value))
+    elif isinstance(value, str):
+        out.append(_s(value))
+    else:
+        raise TypeError(f"cannot sign a message field of type {type(value).__name__}")
+
+
+def _encoder(cls: type) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[Callable[..., None], ...]]:
+    """A message class's fields but the signature's, in the order of its definition: one getter
+    for all of them and each one's encoder (by its ROS type: a float32 field as the wire rounds it)."""
+    enc = _ENCODERS.get(cls)
+    if enc is None:
+        fields = [(k, t) for k, t in cls.get_fields_and_field_types().items()  # type: ignore[attr-defined]
+                  if k not in _SIGNATURE_FIELDS]
+        names = [k for k, _ in fields]
+        getter = operator.attrgetter(*names) if len(names) > 1 else (lambda m, _g=operator.attrgetter(*names): (_g(m),))
+        enc = _ENCODERS[cls] = (getter if names else (lambda m: ()),
+                                tuple(_BY_TYPE.get(t, _any) for _, t in fields))
+    return enc
+
+
+def _message(msg: Any, out: _Out, between: Callable[[], None] | None = None) -> None:
+    getter, encoders = _encoder(type(msg))
+    out.append(b"m")
+    for value, encode in zip(getter(msg), encoders):
+        if encode is _any:
+            _any(value, out, between)
+        else:
+            encode(value, out)
 
 
 def message_fields(msg: Any, between: Callable[[], None] | None = None) -> bytes:
     """The signed bytes of a whole ROS message (the planner journal and its acknowledgements):
     every field but the signature's (``key_id``, ``counter``, ``mac``), nested messages and
-    sequences included, as canonical JSON (each message a list of its field values in the order
-    of its definition, which the signer and the verifier share; floats by ``repr``). Not its CDR
-    serialization: that may differ between sender and receiver in its padding bytes.
+    sequences included, in the order of the message's definition (which the signer and the
+    verifier share), each value tagged and length-prefixed as the robot link's fields are (numeric
+    sequences as their big-endian bytes, float32 fields rounded as the wire rounds them). Not its
+    CDR serialization: that may differ between sender and receiver in its padding bytes.
     ``between()``: called after each message of a sequence of messages (where the journal's
     writer may let the scheduler thread take the GIL)."""
-    return json.dumps(_plain(msg, between), separators=(",", ":")).encode()
+    out: list[bytes] = []
+    _message(msg, out, between)
+    return b"".join(out)
 
 
 def _sign_msg(msg: Any, key: RobotKey, counter: int, kind: str, fields: bytes) -> Any:

@@ -21,7 +21,13 @@ Contract (both the live vLLM backend and ``engines/sim_engine.py`` implement it)
 - ``free_kv_tokens()``: KV-cache tokens available for new reservations (live: free blocks x
   block size); ``kv_capacity_tokens()``: the total, so a goal that can never fit is rejected.
   The core admits a generation only if its worst case ``prompt tokens + max_tokens`` fits in
-  ``free_kv_tokens()`` (summed over the generations admitted in one decision).
+  ``free_kv_tokens()`` (summed over the generations admitted in one decision); one that does not
+  fit stays queued until generations that stop (finish, suspend, end) free room, as vLLM's
+  scheduler keeps a request waiting until its blocks can be allocated. That decision is the
+  core's alone, so an engine takes for an admitted generation nothing beyond that worst case: the
+  blocks of a shared skill-set prefix it starts with are part of it (loaded again if they were
+  evicted), and prefix-cache blocks no running generation uses count as free (evicted as
+  reservations need them, least recently used first), never pinned beside the reservations.
   ``count_prompt_tokens(prompt)``: prompt length in tokens.
 - ``retain(gen_id, mode)``: how a suspended generation's KV context is kept until ``resume``
   (LAMPS / INFERCEPT): ``cache`` (default: left in free KV memory as prefix cache, LRU-evictable),

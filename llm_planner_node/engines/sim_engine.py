@@ -10,16 +10,28 @@ token; its duration is
 where prefill_tokens are the uncached prompt/context tokens of generations added or resumed
 since the last iteration and decode_batch is the number of the others.
 
-Prefix cache (vLLM ``enable_prefix_caching``, full blocks only): the shared skill-set prompt is
-computed once and stays resident (the server pre-stores skill sets, TimelyLLM 4.1), so a new
-goal prefills only its task tokens plus the partial last block. A suspended generation's context
-(prompt + generated tokens) stays cached in free KV memory until evicted (LRU) by reservations;
-a resume that hits recomputes only the partial last block, a miss re-prefills the context
-beyond the shared prefix.
+KV memory: a running generation reserves ``prompt + max_tokens`` tokens (its worst case, shared
+prefix included), so a running generation can never run out; a preserved context is pinned
+(below). ``free_kv_tokens() = capacity - reservations - pinned contexts``: exactly what the core's
+admission counts (``engine_api``), so what fits there fits here. :meth:`SimEngine.add` /
+:meth:`SimEngine.resume` take nothing beyond the reservation and raise :class:`KVCapacityError`
+only if the core admits something that does not fit in ``free_kv_tokens()`` (a scheduler bug).
 
-KV memory: a running generation reserves ``prompt + max_tokens`` tokens (its worst case), so a
-running generation can never run out; :meth:`SimEngine.add` / :meth:`SimEngine.resume` raise
-:class:`KVCapacityError` if the core admits something that does not fit.
+Prefix cache (vLLM ``enable_prefix_caching``, full blocks only), kept in free KV memory and
+evicted LRU by reservations and pins, as vLLM's free block queue evicts cached blocks no running
+request references:
+
+- a shared skill-set prefix (``SimPrompt.prefix_key``) is a cache entry. The server pre-stores
+  skill sets (TimelyLLM 4.1; :meth:`SimEngine.prewarm`, ``warm_up``), so a new goal whose prefix
+  is resident prefills only its task tokens plus the partial last block; a generation whose
+  prefix was evicted (or never loaded) prefills it too, and it is resident again. While running
+  generations use a prefix, its blocks are part of their reservations and it is not evicted;
+  when the last of them stops, it is an evictable entry again (most recently used). So a fleet
+  whose skill-set prefixes together exceed the free memory still runs: the prefixes not in use
+  give way, and a generation that does not fit waits in the core's queue until room frees up.
+- a suspended generation's context (prompt + generated tokens) stays cached until evicted;
+  a resume that hits recomputes only the partial last block, a miss re-prefills the context
+  beyond the shared prefix (all of it if the prefix is not resident either).
 
 Retention of a suspended generation's context (``retain``; LAMPS / INFERCEPT), per token of
 context C (M = 1 KV token):
@@ -196,9 +208,12 @@ class SimEngine:
         self.stats = EngineStats()
         self._running: dict[int, _Gen] = {}
         self._suspended: dict[int, _Gen] = {}
-        self._cache: OrderedDict[int, int] = OrderedDict()  # suspended gen id -> cached tokens
+        #: the evictable prefix cache, least recently used first: a suspended generation's id ->
+        #: its context's tokens, ("prefix", key) -> the tokens of a shared prefix no running
+        #: generation uses
+        self._cache: OrderedDict[int | tuple[str, str], int] = OrderedDict()
         self._cache_tokens = 0
-        self._prefixes: dict[str, int] = {}  # resident shared prefixes (key -> tokens)
+        self._prefix_users: dict[str, int] = {}  # prefix key -> running generations starting with it
         self._reserved = 0
         self._in_flight: _Iteration | None = None
         self._pinned: dict[int, int] = {}  # preserved gen id -> context tokens
@@ -214,26 +229,28 @@ class SimEngine:
         return self.config.kv_capacity_tokens
 
     def free_kv_tokens(self) -> int:
-        return (self.config.kv_capacity_tokens - self._reserved - sum(self._prefixes.values())
-                - sum(self._pinned.values()))
+        """KV tokens not reserved by running generations nor pinned by preserved contexts (the
+        evictable prefix cache lives in them: module docstring)."""
+        return self.config.kv_capacity_tokens - self._reserved - sum(self._pinned.values())
+
+    def resident_prefixes(self) -> frozenset[str]:
+        """The keys of the shared prefixes now in KV memory (in use or cached)."""
+        return frozenset({k[1] for k in self._cache if isinstance(k, tuple)} | set(self._prefix_users))
 
     def add(self, spec: GenerationSpec) -> None:
         p = _sim_prompt(spec.prompt)
         g = _Gen(spec, p, _cumulative(p.segments))
-        self._reserve(g)
-        if p.prefix_key in self._prefixes:
-            cached = self._full_blocks(p.shared_prefix_tokens)
-        else:
-            cached = 0
-            self.prewarm(p.prefix_key, p.shared_prefix_tokens)
+        hit = self._reserve(g)
+        cached = self._full_blocks(p.shared_prefix_tokens) if hit else 0
         g.pending_prefill = p.prompt_tokens - cached
         g.cached_report = cached
         self._running[spec.gen_id] = g
 
     def warm_up(self, specs: Sequence[GenerationSpec], plans: Sequence[Sequence[str]] = ()) -> None:
-        """Each spec's shared skill-set prefix resident before any goal (what ``add`` does for
-        the first goal of a prefix), so that goal's prefill is served from the cache too (the
-        simulator has no grammars: ``plans`` changes nothing)."""
+        """Each spec's shared skill-set prefix in the prefix cache before any goal (what ``add``
+        does for the first goal of a prefix), as far as they fit in the free KV memory, so that
+        goal's prefill is served from the cache too (the simulator has no grammars: ``plans``
+        changes nothing)."""
         for spec in specs:
             p = _sim_prompt(spec.prompt)
             self.prewarm(p.prefix_key, p.shared_prefix_tokens)
@@ -244,7 +261,7 @@ class SimEngine:
             return
         ctx = g.context
         preserved = self._pinned.pop(gen_id, None) is not None  # joins the reservation
-        self._reserve(g)
+        prefix_hit = self._reserve(g)
         if gen_id in self._swapped:
             self._pending_swap_s += self.config.swap_s_per_token * self._swapped.pop(gen_id)
             cached = ctx
@@ -255,8 +272,7 @@ class SimEngine:
             cached = min(self._full_blocks(ctx), ctx - 1)
         else:
             self.stats.resume_misses += 1
-            resident = g.prompt.prefix_key in self._prefixes
-            cached = self._full_blocks(g.prompt.shared_prefix_tokens) if resident else 0
+            cached = self._full_blocks(g.prompt.shared_prefix_tokens) if prefix_hit else 0
             self.stats.recompute_tokens += ctx - cached
         g.pending_prefill = ctx - cached
         g.cached_report = cached
@@ -359,11 +375,16 @@ class SimEngine:
 
     # ------------------------------------------------------------ simulation loop hooks
     def prewarm(self, prefix_key: str, tokens: int) -> None:
-        """Make a shared skill-set prefix resident (the server pre-stores skill sets)."""
-        if prefix_key not in self._prefixes:
-            if tokens > self.free_kv_tokens():
-                raise KVCapacityError(f"shared prefix {prefix_key!r} ({tokens} tokens) does not fit")
-            self._prefixes[prefix_key] = tokens
+        """Put a shared skill-set prefix in the prefix cache (the server pre-stores skill sets), the
+        most recently used entry, if it is not resident yet and fits in the free KV memory (else
+        nothing: the first generation that needs it prefills it). Never fails: a cached prefix
+        is evictable (module docstring)."""
+        key = ("prefix", prefix_key)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+        elif not self._prefix_users.get(prefix_key) and tokens <= self.free_kv_tokens():
+            self._cache[key] = tokens
+            self._cache_tokens += tokens
             self._evict()
 
     def in_flight_end(self) -> float | None:
@@ -411,19 +432,46 @@ class SimEngine:
     def _full_blocks(self, tokens: int) -> int:
         return tokens // self.config.block_size * self.config.block_size
 
-    def _reserve(self, g: _Gen) -> None:
+    def _reserve(self, g: _Gen) -> bool:
+        """Reserve ``prompt + max_tokens`` for a generation that starts running, evicting cache
+        entries as needed; returns whether its shared prefix was resident (:meth:`_use_prefix`)."""
         need = g.prompt.prompt_tokens + g.spec.max_tokens
         if need > self.free_kv_tokens():
             raise KVCapacityError(f"generation {g.spec.gen_id} needs {need} KV tokens, "
                                   f"{self.free_kv_tokens()} free")
+        hit = self._use_prefix(g.prompt)
         g.reserved = need
         self._reserved += need
         self.stats.peak_reserved_tokens = max(self.stats.peak_reserved_tokens, self._reserved)
         self._evict()
+        return hit
+
+    def _use_prefix(self, p: SimPrompt) -> bool:
+        """A generation starting with ``p``'s shared prefix reserves: the prefix's blocks
+        become part of its reservation (a cached entry leaves the evictable cache first, so the
+        reservation does not evict it). Returns whether the prefix was resident (a cache hit)."""
+        users = self._prefix_users.get(p.prefix_key, 0)
+        hit = users > 0
+        tokens = self._cache.pop(("prefix", p.prefix_key), None)
+        if tokens is not None:
+            self._cache_tokens -= tokens
+            hit = True
+        self._prefix_users[p.prefix_key] = users + 1
+        return hit
 
     def _release(self, g: _Gen) -> None:
+        """A running generation stops (suspended, aborted, finished): its reservation is free; a
+        shared prefix no running generation uses any more stays as an evictable cache entry."""
+        if not g.reserved:
+            return
         self._reserved -= g.reserved
         g.reserved = 0
+        key = g.prompt.prefix_key
+        self._prefix_users[key] -= 1
+        if not self._prefix_users[key]:
+            del self._prefix_users[key]
+            self._cache[("prefix", key)] = g.prompt.shared_prefix_tokens
+            self._cache_tokens += g.prompt.shared_prefix_tokens
 
     def _park(self, g: _Gen) -> None:
         """Suspend: release the reservation, keep the context in the prefix cache (LRU)."""

@@ -116,7 +116,8 @@ def test_robot_failure_fails_request_and_frees_engine():
     req = planner.requests[rid]
     assert req.state is GenState.FAILED and req.end_reason == "battery low"
     _run_engine(clock, engine, planner)
-    assert engine.free_kv_tokens() == engine.kv_capacity_tokens() - 1250  # only the prefix stays
+    assert engine.free_kv_tokens() == engine.kv_capacity_tokens()  # the reservation is free
+    assert engine.resident_prefixes() == {"tello_minispec"}  # the prefix stays, as evictable cache
 
 
 def test_goal_larger_than_kv_capacity_is_rejected():

@@ -19,8 +19,8 @@ POLICIES = ["vllm", "vllm-stream", "seg-fcfs", "seg-edf", "timelyllm", "trail", 
 
 arrival_st = st.tuples(st.floats(0, 3, allow_nan=False), st.sampled_from(sorted(TRACES)))
 workload_st = st.lists(arrival_st, min_size=1, max_size=14)
-# KV capacity: generous, or tight enough that only one or two generations fit beside the
-# resident prefixes (1,250 drone + 1,500 arm tokens; an arm goal reserves 1,742)
+# KV capacity: generous, or tight: 4,600 tokens hold two arm generations (1,742 each) or three
+# drone ones (1,364), 6,500 three arm ones (skill-set prefixes not in use are evictable cache)
 capacity_st = st.sampled_from([45_000, 6_500, 4_600])
 
 

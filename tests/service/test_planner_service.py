@@ -529,7 +529,8 @@ def test_a_new_engine_is_warmed_once_per_robot_kind_before_any_goal():
     assert sorted((s.robot_kind, s.skill_set_id) for s in specs) == [
         ("arm", "indy7_arm"), ("chat", "chat"), ("drone", "tello_minispec")]
     assert all(s.max_tokens == 1 and not s.suspend_at_segments for s in specs)
-    assert eng.free_kv_tokens() < capacity  # the shared prefix is resident before the first goal
+    # the shared prefixes are resident (cache in free memory) before the first goal
+    assert eng.resident_prefixes() == {"indy7_arm", "chat", "tello_minispec"} and eng.free_kv_tokens() == capacity
     assert any(level == "debug" and text.startswith("engine warmed for 3 robot kind(s)") for level, text in ports.logs)
 
 

@@ -263,7 +263,7 @@ def lamps(quick: bool, seed: int = 0, calibration: str | None = None) -> dict[st
     drone+arm workload (heterogeneous memory footprints, where LAMPS's ranking can matter)."""
     from dataclasses import replace as _replace
 
-    cfg = _replace(_engine(calibration), kv_capacity_tokens=9_000)  # ~3 arm generations beside the prefixes
+    cfg = _replace(_engine(calibration), kv_capacity_tokens=9_000)  # 5 arm generations (1,742 tokens each)
     out: dict[str, Any] = {"kv_capacity_tokens": cfg.kv_capacity_tokens, "workloads": {}}
     for wl, spec in (("arm (WID3-like)", WorkloadSpec(0.1, 8, (9, 10, 11), 40, 200.0 if quick else 600.0)),
                      ("mixed drone+arm", WorkloadSpec(0.15, 8, tuple(range(1, 12)), 40, 150.0 if quick else 450.0))):

@@ -691,6 +691,8 @@ class AdapterCore:
             g.meter = BudgetMeter(self.budget, fence=self.robot_kind in ("drone", "sim"), t0=self.clock(),
                                   skill_set=self.skill_set)
         g.meter.predicted_s += float(sum(predicted)) * self.time_scale
+        if calls:  # the duration budget never cuts a plan shorter than its calls' worst cases
+            g.meter.worst_s += self.worst_case_s(calls) * self.time_scale
         if program is not None:
             if g.interpreter is None:  # one per goal: variables live across its segments
                 from timely_robot.minispec_interpreter import MiniSpecInterpreter
@@ -858,6 +860,21 @@ class AdapterCore:
                     g.finished = True
             self._cv.notify_all()
         self._kick()
+
+    def worst_case_s(self, calls: list[SkillCall]) -> float:
+        """The calls' worst-case execution time (robot seconds): each skill's own limit
+        (``SkillSpec.max_s``) where the skill set declares one, else the profiled worst case."""
+        out = 0.0
+        modelled = []
+        for call in calls:
+            spec = self.skill_set.spec(call.name) if call.name in self.skill_set else None
+            if spec is not None and spec.max_s is not None:
+                out += spec.max_s
+            else:
+                modelled.append(call)
+        if modelled:
+            out += float(sum(self.model.worst_case_calls(self.robot_id, self.robot_kind, modelled)))
+        return out
 
     def skill_budget_s(self, call: SkillCall) -> float:
         """Seconds a skill call may run before the adapter stops it: the skill set's own limit

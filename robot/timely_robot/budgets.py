@@ -48,7 +48,8 @@ class Budget:
     max_translation_cm: float | None = None
     max_rotation_deg: float | None = None
     #: plan duration: at most ``duration_factor`` x the execution-time model's prediction of the
-    #: dispatched calls, and never less than ``duration_floor_s``
+    #: dispatched calls, never less than ``duration_floor_s`` nor than the sum of the calls' worst
+    #: cases (``ExecutionTimeModel.worst_case_calls``: a drive's longest profiled route)
     duration_factor: float = 3.0
     duration_floor_s: float = 60.0
     #: drones: the box the robot must stay in, cm relative to the take-off point (x forward, y
@@ -96,9 +97,10 @@ class Budget:
                                  f"got {kw['fence_map_m']!r}") from None
         return with_overrides(self, kw, "budget setting", "settings")
 
-    def duration_limit_s(self, predicted_s: float) -> float:
-        """The plan's duration budget for a predicted execution time (seconds)."""
-        return max(self.duration_floor_s, self.duration_factor * predicted_s)
+    def duration_limit_s(self, predicted_s: float, worst_s: float = 0.0) -> float:
+        """The plan's duration budget for a predicted execution time and the sum of its calls'
+        worst cases (seconds)."""
+        return max(self.duration_floor_s, self.duration_factor * predicted_s, worst_s)
 
 
 #: Defaults per robot kind: a drone flies at most 50 skills, 30 m and 5 full turns per goal; an
@@ -202,7 +204,8 @@ class BudgetMeter:
         self.fence = fence and budget.fence_cm is not None
         self.used = Cost()
         self.t0 = t0
-        self.predicted_s = 0.0
+        self.predicted_s = 0.0  # the execution-time model's prediction of the calls dispatched so far
+        self.worst_s = 0.0  # ... and the sum of their worst cases
 
     def admit(self, call: SkillCall, pose: Sequence[float] | None) -> None:
         """Charge a call about to start; raise :class:`BudgetExceeded` (nothing charged) if it
@@ -255,7 +258,7 @@ class BudgetMeter:
 
     def over_time(self, now: float) -> str | None:
         """Why the plan has run longer than its duration budget, or None."""
-        limit = self.budget.duration_limit_s(self.predicted_s)
+        limit = self.budget.duration_limit_s(self.predicted_s, self.worst_s)
         if now - self.t0 > limit:
             return f"exceeds budget: plan running {now - self.t0:.1f} s > {limit:.1f} s"
         return None

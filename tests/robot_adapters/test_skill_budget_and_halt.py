@@ -67,6 +67,29 @@ def test_a_scan_that_needs_every_turn_finishes_within_its_budget():
         core.shutdown()
 
 
+def test_a_base_plan_of_three_longest_drives_runs_within_its_duration_budget():
+    """A drive's prediction is its shortest profiled route (5.5 s); three of the longest (24 m,
+    49.5 s each) run 148.5 s. The budget's 3 x prediction (49.5 s; its floor here 1 s) would refuse
+    the third drive, which starts at 99 s (the budget is checked before each call): the calls'
+    worst cases must keep the plan running. Time compressed 50x."""
+    from timely_robot.budgets import Budget
+    from timely_robot.skills import NAV2_BASE
+
+    longest = 0.5 + 1.0 + 24 / 0.5
+    assert ExecutionTimeModel().predict("b", "base", [SkillCall("go_to", ("lab",))]) == pytest.approx(0.5 + 1.0 + 2 / 0.5)
+    events = []
+    ex = SimulatedExecutor("b", "base", NAV2_BASE, lambda c: longest, time_scale=0.02)
+    core = AdapterCore("b", ex, events.append, skill_set=NAV2_BASE, time_scale=0.02, skill_timeout_margin_s=0.0,
+                       budget=dataclasses.replace(Budget(), duration_floor_s=1.0)).start()
+    try:
+        core.submit(SegmentIn("g", 0, skills=[("go_to", ["lab"]), ("go_to", ["dock"]), ("go_to", ["office"])], final=True))
+        assert wait_until(lambda: any(e.state in (STATE_DONE, STATE_FAILED) for e in events), 10)
+        assert [e.state for e in events if e.state in (STATE_DONE, STATE_FAILED)] == [STATE_DONE], \
+            [e.error for e in events]
+    finally:
+        core.shutdown()
+
+
 class Recorder(SimulatedExecutor):
     def __init__(self):
         super().__init__("d", "drone", T, lambda c: 0.5)

@@ -212,6 +212,8 @@ def test_a_long_drive_expected_at_its_start_extends_the_plan_duration_budget():
     assert m.over_time(511.0) == "exceeds budget: plan running 511.0 s > 510.0 s"
     m.expect(-5.0)  # nothing negative is expected
     assert m.predicted_s == 170.0
+    m.worst_s = 600.0  # the calls' worst cases: never cut shorter than them
+    assert m.over_time(599.0) is None and m.over_time(601.0) == "exceeds budget: plan running 601.0 s > 600.0 s"
 
 
 def test_a_moving_base_outside_its_fence_or_over_its_speed_limit_must_stop():

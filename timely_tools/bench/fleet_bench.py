@@ -103,7 +103,7 @@ def log(text: str) -> None:
 class Config:
     sizes: tuple[int, ...] = (100, 300, 1000)
     duration_s: float = 60.0
-    drain_s: float = 60.0
+    drain_s: float = 180.0  # a base's plan of three long drives runs ~150 s; drones end within ~35 s
     idle_s: float = 5.0
     time_scale: float = 1.0
     adapter_procs: int = 1
@@ -734,7 +734,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = Config()
     parser.add_argument("--sizes", default=",".join(map(str, d.sizes)), help="fleet sizes (default: %(default)s)")
     parser.add_argument("--duration-s", type=float, default=d.duration_s, help="sending phase per size (default: %(default)s)")
-    parser.add_argument("--drain-s", type=float, default=d.drain_s, help="max wait for results after sending (default: %(default)s)")
+    parser.add_argument("--drain-s", type=float, default=d.drain_s, help="max wait for results after sending; it ends as soon as every goal has its result "
+                        "(default: %(default)s: a simulated base's plan of long drives runs up to ~150 s)")
     parser.add_argument("--idle-s", type=float, default=d.idle_s, help="idle window before the goals (default: %(default)s)")
     parser.add_argument("--time-scale", type=float, default=d.time_scale, help="robots' time scale (default: %(default)s: real time)")
     parser.add_argument("--adapter-procs", type=int, default=d.adapter_procs,

@@ -63,7 +63,9 @@ class RobotOffer:
     objects: frozenset[str] = frozenset()  # its workspace's objects
     places: frozenset[str] = frozenset()   # its named places
     busy_with: str = ""                    # the goal or mission it serves now ("": idle)
-    link_age_s: float | None = 0.0         # since its last status (None: never heard)
+    #: since its last report (None: not measured: a robot that reports only during goals; a
+    #: silent one is then found by the goal's own silence timeout)
+    link_age_s: float | None = 0.0
     battery_pct: float | None = None       # None: no battery to mind (an arm) or not reported
     expected_s: float = 0.0                # a task's predicted completion here (s)
 
@@ -98,9 +100,7 @@ def unavailable(need: TaskNeed, robot: RobotOffer, mission: str = "",
     reserved for ``mission`` is available to it."""
     if robot.busy_with and robot.busy_with != mission:
         return f"busy with {robot.busy_with}"
-    if robot.link_age_s is None:
-        return "never heard from"
-    if robot.link_age_s > link_fresh_s:
+    if robot.link_age_s is not None and robot.link_age_s > link_fresh_s:
         return f"unheard for {robot.link_age_s:.1f} s"
     if robot.battery_pct is not None and robot.battery_pct < need.battery_pct + BATTERY_RESERVE_PCT:
         return (f"battery {robot.battery_pct:.0f}% < the {need.battery_pct:.0f}% the task needs "

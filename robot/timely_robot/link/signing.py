@@ -573,9 +573,14 @@ def _int(value: int) -> bytes:
     return b"i" + int(value).to_bytes(9, "big", signed=True)  # int64 and uint64 alike
 
 
+def _wire(value: str) -> bytes:
+    """A string field as a ROS receiver gets it (a C string: it ends at its first NUL)."""
+    return _s(value.split("\x00", 1)[0] if "\x00" in value else value)
+
+
 def _strings(value: Sequence[str], out: _Out) -> None:
     out.append(b"l" + len(value).to_bytes(4, "big"))
-    out.extend(_s(v) for v in value)
+    out.extend(_wire(v) for v in value)
 
 
 def _bools(value: Sequence[bool], out: _Out) -> None:
@@ -588,7 +593,7 @@ def _scalar(encode: Callable[[Any], bytes]) -> Callable[[Any, _Out], None]:
 
 #: how a field of each ROS type is encoded (other types: :func:`_any`)
 _BY_TYPE: dict[str, Callable[[Any, _Out], None]] = {
-    "string": _scalar(_s), "wstring": _scalar(_s), "boolean": _scalar(_b), "double": _scalar(_d),
+    "string": _scalar(_wire), "wstring": _scalar(_wire), "boolean": _scalar(_b), "double": _scalar(_d),
     "float": _scalar(_f), "sequence<string>": _strings, "sequence<boolean>": _bools,
     **{t: _scalar(_int) for t in ("byte", "char", "octet", "int8", "uint8", "int16", "uint16", "int32",
                                   "uint32", "int64", "uint64")},
@@ -618,7 +623,7 @@ def _any(value: Any, out: _Out, between: Callable[[], None] | None = None) -> No
     elif isinstance(value, float):
         out.append(_d(value))
     elif isinstance(value, str):
-        out.append(_s(value))
+        out.append(_wire(value))
     else:
         raise TypeError(f"cannot sign a message field of type {type(value).__name__}")
 
@@ -652,7 +657,8 @@ def message_fields(msg: Any, between: Callable[[], None] | None = None) -> bytes
     every field but the signature's (``key_id``, ``counter``, ``mac``), nested messages and
     sequences included, in the order of the message's definition (which the signer and the
     verifier share), each value tagged and length-prefixed as the robot link's fields are (numeric
-    sequences as their big-endian bytes, float32 fields rounded as the wire rounds them). Not its
+    sequences as their big-endian bytes; float32 fields rounded and strings cut at a NUL as the
+    wire does). Not its
     CDR serialization: that may differ between sender and receiver in its padding bytes.
     ``between()``: called after each message of a sequence of messages (where the journal's
     writer may let the scheduler thread take the GIL)."""

@@ -14,7 +14,7 @@ from llm_planner_node.ros.goal_client import TUF_CLASSES, GoalClient, spinning
 PLANNER_GONE_S = 1.0     # the planner's action server unseen this long = the planner is gone
 
 
-def _preset_help() -> str:
+def preset_help() -> str:
     """The default parameter file's presets for --help (the built-in ones if it does not load)."""
     from llm_planner_node.config.params import DEFAULT_PARAMS, load_params
     from timely_robot.config import ParamError
@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from llm_planner_node.config.params import DEFAULT_PARAMS
 
     parser.add_argument("--urgency", default="normal",
-                        help=f"TUF preset from the parameter file's planner.tuf_presets ({_preset_help()})")
+                        help=f"TUF preset from the parameter file's planner.tuf_presets ({preset_help()})")
     parser.add_argument("--params", default=str(DEFAULT_PARAMS),
                         help="parameter YAML whose planner.tuf_presets --urgency names (default: %(default)s)")
     parser.add_argument("--ert", type=float, help="override the TUF's ERT (s)")

@@ -51,6 +51,7 @@ from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.ros import operator as operator_ros
 from llm_planner_node.ros.action_server import FinishLaterActionServer, mark_cancelling
 from llm_planner_node.ros.failover import FailoverLink
+from llm_planner_node.ros.mission_server import MissionServer
 from llm_planner_node.ros.messages import ACTION_NAME, DIAGNOSTICS_TOPIC, STATS_TOPIC, action_qos_kwargs
 from llm_planner_node.ros.params import add_validation_callback, declare_parameters
 from llm_planner_node.ros.planner_ports import RosPorts
@@ -58,6 +59,7 @@ from llm_planner_node.ros.status_reader import StatusReader
 from llm_planner_node.service.cancel_rights import CancelRights
 from llm_planner_node.service.failover_role import FailoverRole
 from llm_planner_node.service.health_report import HealthReport, StatusReport
+from llm_planner_node.service.missions import MissionCoordinator
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, safe_text
 from llm_planner_node.service.takeover import JournalEntry
 from timely_robot.link.ros import STATUS_READER_QOS, STATUS_TOPIC, draining_subscription, status_topic
@@ -71,6 +73,9 @@ def diagnostic_status(report: StatusReport, hardware_id: str) -> DiagnosticStatu
     return DiagnosticStatus(level=bytes([report.level]), name=report.name, hardware_id=hardware_id,
                             message=report.message, values=[KeyValue(key=k, value=v) for k, v in report.values])
 
+
+#: a robot's battery and link reports older than this do not count for a mission's allocation (s)
+MISSION_VITALS_S = 30.0
 
 class PlannerNode(LifecycleNode):
     """The ``llm_planner`` node (see the module docstring)."""
@@ -127,6 +132,8 @@ class PlannerNode(LifecycleNode):
         # A standby serves nothing (two servers of one action or service would both answer)
         # until it takes over (FailoverRole.take_over).
         self._server: FinishLaterActionServer | None = None
+        self._missions: MissionServer | None = None
+        self.coordinator: MissionCoordinator | None = None  # made at configure
         self._served: list[Any] = []
         if self.failover.role != STANDBY:
             self.serve()
@@ -146,6 +153,7 @@ class PlannerNode(LifecycleNode):
         self._server.allow_cancel_all = self.params.security.allow_cancel_all
         self._server.rejects_at_once = lambda g: self.service is not None and self.service.precheck(g) is not None
         self._server.answers_held = self.failover.resumed
+        self._missions = MissionServer(self, lambda: self.coordinator, self.goals_callback_group)
         before = set(self.services)
         self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self.goals_callback_group)
         operator_ros.attach(self)  # planner/stop_robots, planner/approve (operator_ros.py)
@@ -156,6 +164,9 @@ class PlannerNode(LifecycleNode):
         server, self._server = self._server, None
         if server is not None:
             server.destroy()
+        missions, self._missions = self._missions, None
+        if missions is not None:
+            missions.destroy()
         for srv in self._served:
             self.destroy_service(srv)
         self._served = []
@@ -223,6 +234,9 @@ class PlannerNode(LifecycleNode):
         self.failover.attach(service, self._link, self.ports)
         self._link_timer = self.create_timer(0.05, self.failover.tick)
         self.service = service
+        self.coordinator = MissionCoordinator(service, lambda: self.params,
+                                              battery_pct=lambda rid: service.vitals.battery(rid, MISSION_VITALS_S),
+                                              link_age_s=lambda rid: service.vitals.link_silent_s(rid, MISSION_VITALS_S))
         service.start()
         pp = params.planner
         self.get_logger().info(f"planner configured: policy={pp.policy}, engine={pp.engine.kind}, "
@@ -267,6 +281,7 @@ class PlannerNode(LifecycleNode):
         (goals ending here still publish their results and robot stops)."""
         with self._lock:
             service, self.service = self.service, None
+            self.coordinator = None
         if service is not None:
             service.close(reason)
         if self.status_reader is not None:

@@ -46,6 +46,7 @@ ENCLAVE_ROOT = "/timely_fleet"
 PLANNER_NODE = "llm_planner"
 OPERATOR_NODE = "timely_fleet_operator"
 ACTION_NAME = "plan_task"
+MISSION_ACTION = "plan_mission"  # ros/mission_server.py
 PLANNER_TOPICS = ("planner/goals", "planner/results", "planner/stats")
 #: The planners' journal, its acknowledgements and the role (failover): an active planner and its
 #: standby each publish and read all three; clients read the role.
@@ -151,7 +152,7 @@ def add_planner_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespac
     _rules(p, "topics", "topic", [segments_topic(r) for r in ids] + list(PLANNER_TOPICS) + [DIAGNOSTICS_TOPIC]
            + list(FAILOVER_TOPICS), publish="ALLOW")
     _rules(p, "topics", "topic", [status_topic(r) for r in ids] + list(FAILOVER_TOPICS), subscribe="ALLOW")
-    _rules(p, "actions", "action", [ACTION_NAME], execute="ALLOW")
+    _rules(p, "actions", "action", [ACTION_NAME, MISSION_ACTION], execute="ALLOW")
     _rules(p, "services", "service", PLANNER_SERVICES, reply="ALLOW")
 
 
@@ -170,7 +171,7 @@ def add_operator_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespa
     watched = list(PLANNER_TOPICS) + [DIAGNOSTICS_TOPIC, "planner/active"] + [
         t for r in ids for t in (segments_topic(r), status_topic(r))]
     _rules(p, "topics", "topic", watched, subscribe="ALLOW")
-    _rules(p, "actions", "action", [ACTION_NAME], call="ALLOW")
+    _rules(p, "actions", "action", [ACTION_NAME, MISSION_ACTION], call="ALLOW")
     planner_services = [f"{PLANNER_NODE}/{s[2:]}" for s in PARAMETER_SERVICES + LIFECYCLE_SERVICES]
     # ros2 param / ros2 lifecycle, and `timely-fleet stop|approve|deny` and goal cancels by id
     _rules(p, "services", "service", planner_services + list(PLANNER_SERVICES), request="ALLOW")

@@ -150,7 +150,8 @@ def allocate(needs: Sequence[TaskNeed], robots: Sequence[RobotOffer], mission: s
         if j is not None:
             robot = robots[j]
             able = sum(1 for c in cost[i] if c is not None)
-            why = (f"{robot.robot_id} ({robot.kind}): able and free, expected done in {cost[i][j]:.1f} s "
+            expected = f", expected done in {cost[i][j]:.1f} s" if cost[i][j] else ""  # 0: not predicted
+            why = (f"{robot.robot_id} ({robot.kind}): able and free{expected} "
                    + (f"({able} robots were able)" if able > 1 else "(the only robot able)"))
             out.append(Choice(need.task, robot.robot_id, cost[i][j], why, refused[i]))
         elif any(c is not None for c in cost[i]):

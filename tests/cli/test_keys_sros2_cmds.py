@@ -133,7 +133,7 @@ def test_sros2_writes_valid_policies_with_one_enclave_per_robot(tmp_path, namesp
     # failover: a planner writes and reads the journal and the role; its standby has the same rights
     assert {"planner/journal", "planner/journal_ack", "planner/active"} <= planner["publish"] & planner["subscribe"]
     assert topics_of(fleet, f"{prefix}/planner_standby") == planner
-    assert planner["execute"] == {"plan_task"}
+    assert planner["execute"] == {"plan_task", "plan_mission"}
     # the planner answers cancels, stops and approvals; only the operator may ask
     assert planner["reply"] >= {"planner/cancel_goal", "planner/stop_robots", "planner/approve"}
     operator = topics_of(fleet, f"{prefix}/operator")

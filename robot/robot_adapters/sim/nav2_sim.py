@@ -278,8 +278,19 @@ class Nav2Sim:
         self.executor = MultiThreadedExecutor(num_threads=8, context=context)
         self.executor.add_node(n)
         self._halt = threading.Event()
-        self._threads = [threading.Thread(target=self.executor.spin, daemon=True, name="nav2_sim-ros"),
+        self._threads = [threading.Thread(target=self._spin_ros, daemon=True, name="nav2_sim-ros"),
                          threading.Thread(target=self._physics, daemon=True, name="nav2_sim-physics")]
+
+    def _spin_ros(self) -> None:
+        """Spin until :meth:`stop`. A process that shuts its ROS context down while this spins (its
+        handles destroyed under a running callback: rclpy raises InvalidHandle or
+        ExternalShutdownException) ends the simulator quietly; any other error is raised."""
+        try:
+            self.executor.spin()
+        except Exception:
+            if self._halt.is_set() or not rclpy.ok(context=self.node.context):
+                return
+            raise
 
     def start(self) -> "Nav2Sim":
         for th in self._threads:

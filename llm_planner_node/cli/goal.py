@@ -45,9 +45,8 @@ def tuf_for(args: argparse.Namespace) -> tuple[float, float, float]:
     return tuf.check(f"the TUF of --urgency {args.urgency}").as_tuple()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("robot_id", help="robot that executes the plan (as in the parameter YAML)")
-    parser.add_argument("instruction", help='the task, e.g. "look for the cat"')
+def add_tuf_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--urgency``, ``--params``, ``--ert``, ``--alpha``, ``--beta``: what :func:`tuf_for` reads."""
     from llm_planner_node.config.params import DEFAULT_PARAMS
 
     parser.add_argument("--urgency", default="normal",
@@ -57,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ert", type=float, help="override the TUF's ERT (s)")
     parser.add_argument("--alpha", type=float, help="override the TUF slope (<= 0)")
     parser.add_argument("--beta", type=float, help="override the TUF's maximum utility")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("robot_id", help="robot that executes the plan (as in the parameter YAML)")
+    parser.add_argument("instruction", help='the task, e.g. "look for the cat"')
+    add_tuf_arguments(parser)
     parser.add_argument("--task-type", default="", help="label for reports")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
     parser.add_argument("--wait", type=float, default=10.0,

@@ -15,19 +15,12 @@ MISSION_STATUS_NAMES = {0: "SUCCEEDED", 1: "FAILED", 2: "IMPOSSIBLE", 3: "UNAVAI
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from llm_planner_node.cli.goal import preset_help
-    from llm_planner_node.config.params import DEFAULT_PARAMS
+    from llm_planner_node.cli.goal import add_tuf_arguments
 
     parser.add_argument("instruction", help='the task, e.g. "find the cat"')
     parser.add_argument("--robots", default="",
                         help="only these robots or kinds, comma-separated (e.g. tello_1,base_1 or drone); default: any")
-    parser.add_argument("--urgency", default="normal",
-                        help=f"TUF preset from the parameter file's planner.tuf_presets ({preset_help()})")
-    parser.add_argument("--params", default=str(DEFAULT_PARAMS),
-                        help="parameter YAML whose planner.tuf_presets --urgency names (default: %(default)s)")
-    parser.add_argument("--ert", type=float, help="override the TUF's ERT (s)")
-    parser.add_argument("--alpha", type=float, help="override the TUF slope (<= 0)")
-    parser.add_argument("--beta", type=float, help="override the TUF's maximum utility")
+    add_tuf_arguments(parser)
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds")
     parser.add_argument("--wait", type=float, default=10.0,
                         help="how long to wait for a planner to answer before giving up (s)")

@@ -53,6 +53,17 @@ def rcutils_log_emitter() -> Callable[..., None] | None:
         return None
 
 
+def settle(handle: Any, succeeded: bool, cancelled: bool) -> None:
+    """Put an executing goal handle in its terminal state: SUCCEEDED, CANCELED for a cancel its
+    client asked for, else ABORTED."""
+    if succeeded:
+        handle.succeed()
+    elif cancelled and handle.is_cancel_requested:
+        handle.canceled()
+    else:
+        handle.abort()
+
+
 class _CoalescedGoalHandle(ServerGoalHandle):
     """A goal handle whose state changes mark the server's status array for the next coalesced
     publication (:meth:`FinishLaterActionServer.flush_status`) instead of publishing it; a goal's

@@ -13,7 +13,7 @@ from timely_fleet.msg import MissionTask
 
 from timely_robot.outcomes import RejectReason, Rejection
 from llm_planner_node.core.task_model import Request
-from llm_planner_node.ros.action_server import FinishLaterActionServer
+from llm_planner_node.ros.action_server import FinishLaterActionServer, settle
 from llm_planner_node.ros.messages import action_qos_kwargs, build_result, rejected_result
 from llm_planner_node.service.missions import MissionCoordinator, MissionEnd, MissionEvent, MissionIn, MissionStatus, TaskRun
 
@@ -94,12 +94,7 @@ class MissionServer:
     def _end(self, handle: Any, end: MissionEnd) -> None:
         self._ids.pop(bytes(handle.goal_id.uuid), None)
         if handle.is_active:
-            if end.status is MissionStatus.SUCCEEDED:
-                handle.succeed()
-            elif end.status is MissionStatus.CANCELLED and handle.is_cancel_requested:
-                handle.canceled()
-            else:
-                handle.abort()
+            settle(handle, end.status is MissionStatus.SUCCEEDED, end.status is MissionStatus.CANCELLED)
         self._server.finish_goal(handle, result_of(end))
 
     def _on_cancel(self, handle: Any) -> CancelResponse:

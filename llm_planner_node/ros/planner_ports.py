@@ -23,6 +23,7 @@ from llm_planner_node.config.params import FleetParams
 from llm_planner_node.core.task_model import EndKind, Request
 from llm_planner_node.core.text import safe_text
 from llm_planner_node.ros import operator as operator_ros
+from llm_planner_node.ros.action_server import settle
 from llm_planner_node.ros.hot_path_log import HotPathLog
 from llm_planner_node.ros.messages import GOALS_TOPIC, RESULTS_TOPIC, build_result, rejected_result
 from llm_planner_node.service.failover_role import FailoverRole
@@ -160,12 +161,7 @@ class RosPorts:
             has_return_value=res.has_return_value, return_value=res.return_value, answers=res.answers,
             unachieved=res.unachieved, reason=res.reason))
         self._log_end(goal_id, g.robot_id, res)
-        if req.end is EndKind.SUCCEEDED:
-            handle.succeed()
-        elif req.end is EndKind.CANCELLED and handle.is_cancel_requested:
-            handle.canceled()
-        else:
-            handle.abort()
+        settle(handle, req.end is EndKind.SUCCEEDED, req.end is EndKind.CANCELLED)
         return res
 
     def _log_end(self, goal_id: str, robot_id: str, res: Any) -> None:

@@ -263,6 +263,18 @@ def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
     return dict(value)
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a robot's own frame sits in the fleet frame: its origin's position (metres) and the
+    frame's rotation about z (degrees, counter-clockwise seen from above). A robot reports its
+    pose in its own frame; the planner places it in the fleet frame with this."""
+
+    x: float = 0.0
+    y: float = 0.0
+    z: float = 0.0
+    yaw_deg: float = 0.0
+
+
 ADAPTERS = ("sim", "tello", "tello-sim", "indy", "indy-sim", "nav2", "nav2-sim", "ros", "external")
 
 
@@ -298,6 +310,10 @@ class RobotParams:
     #: ``adapter: ros``: the robot's own ROS actions and services, declared as skills
     #: (:mod:`timely_robot.declared`); its skill set is ``<id>_skills``
     skills: Mapping[str, Any] | None = field(default=None, hash=False)
+    #: where the robot's own frame (a drone's take-off point, a base's Nav2 ``map``, an arm's
+    #: base) sits in the fleet frame; None: the YAML declares no ``origin:`` (the robot's frame
+    #: is the fleet frame, all zero)
+    origin: Origin | None = None
 
     @property
     def effective_budget(self) -> Budget:

@@ -66,6 +66,7 @@ Run: ``timely-fleet bench fleet [--sizes 100,300,1000] [--duration-s 60] [--json
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -117,6 +118,7 @@ class Config:
     kill_at_s: float | None = None
     repeats: int = 1  # runs of each size and mode, one after the other (A B A B with --standby both)
     bases: float = 0.0  # the share of each size's robots that are mobile bases (base traces 12-14)
+    goals_path: str | None = None  # per-goal live and simulated responses, one JSON line each
 
 
 def threads_of(pid: int) -> int | None:
@@ -537,8 +539,16 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
             r["response_sim_p90_s"] = round(pct(sv, 90), 3)
             r["inflation_mean"] = round(r["response_live_mean_s"] / max(r["response_sim_mean_s"], 1e-9), 2)
             r["inflation_p90"] = round(r["response_live_p90_s"] / max(r["response_sim_p90_s"], 1e-9), 2)
+            r["response_percentiles_s"] = {  # the two distributions' shapes, same goals
+                f"p{q}": {"live": round(pct(lv, q), 3), "sim": round(pct(sv, q), 3)} for q in (25, 50, 75, 90, 99)}
         else:
             r["inflation_mean"] = r["inflation_p90"] = None
+        if cfg.goals_path:  # one line a goal: where the two distributions differ, goal by goal
+            with open(cfg.goals_path, "a", encoding="utf-8") as f:
+                for (t, g, _h), a, b in zip(sent, live, sim):
+                    f.write(json.dumps({"n": n, "standby": standby, "t": round(t, 3),
+                                        "robot": g.robot_id, "task_type": g.task_type, "ert_s": float(g.tuf.ert),
+                                        "live_s": a, "sim_s": b}) + "\n")
         if cfg.bases:  # each kind's own inflation (the same goals, live / simulated)
             r["inflation_by_kind"] = {}
             for kind in ("drone", "base"):
@@ -758,6 +768,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bases", type=float, default=d.bases, metavar="SHARE",
                         help="the share of each size's robots that are mobile bases (simulated, base traces "
                              "12-14; default: %(default)s)")
+    parser.add_argument("--goals-json", dest="goals_path", metavar="PATH",
+                        help="append each goal's live and simulated response as a JSON line (for a closer look)")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
 
 
@@ -766,7 +778,8 @@ def run(args: argparse.Namespace) -> int:
                  drain_s=args.drain_s, idle_s=args.idle_s, time_scale=args.time_scale,
                  adapter_procs=args.adapter_procs, policy=args.policy, security=args.security, seed=args.seed,
                  wakeup_msgs=args.wakeup_msgs, wakeup=not args.no_wakeup, standby=args.standby,
-                 standby_nice=args.standby_nice, kill_at_s=args.kill_at_s, repeats=args.repeats, bases=args.bases)
+                 standby_nice=args.standby_nice, kill_at_s=args.kill_at_s, repeats=args.repeats, bases=args.bases,
+                 goals_path=args.goals_path)
     if not 0.0 <= cfg.bases <= 1.0:
         print("timely-fleet bench fleet: --bases is a share of the robots, from 0 to 1", file=sys.stderr)
         return 2

@@ -373,6 +373,17 @@ class SimEngine:
                 self._finish(g, events, it.end, FinishReason.MAX_TOKENS)
         return events
 
+    def diagnostics(self) -> dict[str, str]:
+        """The engine's work so far, for the planner's diagnostics: what a run's simulation can be
+        compared with (iterations, busy time, tokens decoded and prefilled, context re-prefilled
+        on resume, resumes that found their KV, the mean of generations running while busy)."""
+        s = self.stats
+        return {"sim iterations": str(s.iterations), "sim busy s": f"{s.busy_s:.3f}",
+                "sim tokens": str(s.tokens), "sim prefill tokens": str(s.prefill_tokens),
+                "sim recompute tokens": str(s.recompute_tokens), "sim resume hits": str(s.resume_hits),
+                "sim resume misses": str(s.resume_misses), "sim peak batch": str(s.peak_batch),
+                "sim mean running": f"{s.busy_slot_s / s.busy_s if s.busy_s else 0.0:.2f}"}
+
     # ------------------------------------------------------------ simulation loop hooks
     def prewarm(self, prefix_key: str, tokens: int) -> None:
         """Put a shared skill-set prefix in the prefix cache (the server pre-stores skill sets), the

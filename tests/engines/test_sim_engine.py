@@ -69,6 +69,9 @@ def test_suspend_at_segment_then_resume_hits_cache():
     assert [type(ev) for ev in evs] == [TokensEvent, SegmentEvent, FinishedEvent]
     assert evs[1].index == 1 and not evs[1].suspended and evs[2].reason == "eos"
     assert e.stats.resume_hits == 1 and e.stats.tokens == 5
+    d = e.diagnostics()  # what the planner's diagnostics show of it: 5 iterations, 130 + 2 x 10.5 + 21 + 10.5 ms
+    assert (d["sim iterations"], d["sim tokens"], d["sim resume hits"], d["sim resume misses"]) == ("5", "5", "1", "0")
+    assert float(d["sim busy s"]) == pytest.approx(0.1825, abs=1e-3) and d["sim mean running"] == "1.00"
 
 
 def test_no_suspension_when_streaming():

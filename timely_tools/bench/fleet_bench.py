@@ -185,9 +185,12 @@ def fleet_yaml(cfg: Config, n: int, tmp: Path) -> Path:
     return p
 
 
-def simulated_responses(sent: list[tuple[float, Any]], policy: str) -> list[float | None]:
-    """The simulator's response time for each sent goal (same relative times, robots, traces)."""
+def simulated_responses(sent: list[tuple[float, Any]], policy: str) -> tuple[list[float | None], dict[str, str]]:
+    """The simulator's response time for each sent goal (same relative times, robots, traces), and
+    its engine's work in the planner's diagnostics keys (``SimEngine.diagnostics``)."""
     from llm_planner_node.core.metrics import measured_times
+    from llm_planner_node.core.clock import VirtualClock
+    from llm_planner_node.engines.sim_engine import SimEngine
     from timely_tools.sim.simulation import simulate
     from timely_tools.sim.workload import Arrival
 
@@ -198,7 +201,9 @@ def simulated_responses(sent: list[tuple[float, Any]], policy: str) -> list[floa
     for i in range(len(arrivals)):
         req = by_id.get(res.request_of_arrival.get(i, -1))
         out.append(None if req is None else float(measured_times(req)[0]))
-    return out
+    stats = SimEngine(VirtualClock())
+    stats.stats = res.engine
+    return out, stats.diagnostics()
 
 
 # -- per-wake-up cost of the executor: per-robot topics vs one shared topic ------------------------
@@ -528,7 +533,10 @@ def run_size(cfg: Config, n: int, tmp: Path, standby: bool = False) -> dict[str,
             r["response_parts_mean_s"] = {
                 k: round(sum(p[i] for p in parts) / len(parts), 3)
                 for i, k in enumerate(("queue", "generation", "to_dispatch", "dispatch_to_execution"))}
-        sim = simulated_responses([(t, g) for t, g, _ in sent], cfg.policy)
+        time.sleep(1.2)  # the planner's diagnostics after the last result (refreshed once a second)
+        sim, sim_engine = simulated_responses([(t, g) for t, g, _ in sent], cfg.policy)
+        r["engine_live_vs_sim"] = {  # the live engine's work over the run against the simulation's
+            k: {"live": diag.get(k), "sim": v} for k, v in sim_engine.items()}
         pairs = [(lv, sv) for lv, sv in zip(live, sim) if lv is not None and sv is not None and sv > 0]
         if pairs:
             lv = [p[0] for p in pairs]

@@ -10,7 +10,8 @@ Schema (see config/fleet.yaml for a commented example)::
       batching: {mode: adaptive|fixed, max_batch}
       tuf_presets: {<class>: {ert_s, alpha, beta}}
       max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s, scene_in_prompt, max_replans, term
-    robots: [{id, kind: drone|arm|chat|sim, skill_set, adapter: sim|tello|tello-sim|indy|indy-sim|external, host}]
+    robots: [{id, kind: drone|arm|chat|sim, skill_set, adapter: sim|tello|tello-sim|indy|indy-sim|external, host,
+              origin: {x, y, z, yaw_deg} (where its own frame sits in the fleet frame), ...}]
 
 :func:`load_params` checks the file as written, including :meth:`FleetParams.check` (the checks
 that involve several keys: the engine's model, which policies the engine can feed). Code that

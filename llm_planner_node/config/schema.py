@@ -104,7 +104,9 @@ _ROBOT_DESCRIPTIONS = {"kind": "robot kind", "skill_set": "skill set the planner
                        "nav2": "a base's Nav2 interfaces (YAML mapping: namespace, cmd_vel_stamped, pose_topic, "
                                "odom_topic); '' = Nav2's defaults",
                        "skills": "adapter ros: the robot's ROS actions and services declared as skills (YAML "
-                                 "mapping, timely_robot/declared.py); '' = none"}
+                                 "mapping, timely_robot/declared.py); '' = none",
+                       "origin": "where the robot's own frame sits in the fleet frame (YAML mapping: x, y, z in m, "
+                                 "yaw_deg); '' = at the fleet frame's origin"}
 
 
 @dataclass(frozen=True)
@@ -178,8 +180,9 @@ def _choices(name: str) -> tuple[str, ...] | None:
 
 def _spec(name: str, f: Any, default: Any, description: str) -> ParamSpec:
     typ = _SIMPLE_TYPES.get(f.type) if isinstance(f.type, str) else f.type
-    if f.type in ("Budget | None", "Approval | None", "Mapping[str, Any] | None"):  # robots.<id>.budget/approval/
-        # perception: the YAML mapping in flow style ('' = the kind's default budget, no approval, none declared)
+    if f.type in ("Budget | None", "Approval | None", "Mapping[str, Any] | None", "Origin | None"):
+        # robots.<id>.budget/approval/perception/origin: the YAML mapping in flow style ('' = the kind's
+        # default budget, no approval, none declared)
         return ParamSpec(name=name, type=str, default=_budget_text(default), description=description, read_only=True)
     if f.type == "tuple[str, ...]":  # engine.servers: a string array
         return ParamSpec(name=name, type=list, default=list(default), description=description, read_only=True)
@@ -312,7 +315,7 @@ def from_flat(flat: Mapping[str, Any]) -> FleetParams:
         if parts[0] == "robots" and len(parts) == 3:
             if parts[1] not in robots:
                 raise ParamError(f"{name}: robot '{parts[1]}' is not in {ROBOT_IDS} {ids}: add it there first")
-            if parts[2] in ("budget", "approval", "perception", "simulator", "places", "nav2", "skills"):
+            if parts[2] in ("budget", "approval", "perception", "simulator", "places", "nav2", "skills", "origin"):
                 import yaml
 
                 value = (yaml.safe_load(value) or None) if isinstance(value, str) else value

@@ -236,7 +236,8 @@ class PlannerNode(LifecycleNode):
         self.service = service
         self.coordinator = MissionCoordinator(service, lambda: self.params,
                                               battery_pct=lambda rid: service.vitals.battery(rid, MISSION_VITALS_S),
-                                              link_age_s=lambda rid: service.vitals.link_silent_s(rid, MISSION_VITALS_S))
+                                              link_age_s=lambda rid: service.vitals.link_silent_s(rid, MISSION_VITALS_S),
+                                              position=service.poses.fleet_position)
         service.start()
         pp = params.planner
         self.get_logger().info(f"planner configured: policy={pp.policy}, engine={pp.engine.kind}, "

@@ -18,7 +18,7 @@ from timely_fleet.msg import RobotStatus
 
 from llm_planner_node.service.planner_service import PlannerService, StatusIn
 from timely_robot.link.ros import VITALS_GOAL_ID, status_goal_id, status_robot_id
-from timely_robot.link.signing import LinkVerifier, measured_of
+from timely_robot.link.signing import LinkVerifier, measured_of, pose_of
 
 #: An idle robot's reports are read at most this often (s).
 VITALS_MIN_S = 0.5
@@ -29,7 +29,7 @@ def status_in(msg: Any) -> StatusIn:
     return StatusIn(msg.robot_id, msg.goal_id, int(msg.sequence), int(msg.state), tuple(msg.skill_durations_s),
                     msg.error, answers=tuple((a.skill, a.value) for a in msg.answers),
                     return_value=msg.return_value if msg.has_return_value else None,
-                    measured=measured_of(msg))
+                    measured=measured_of(msg), pose=pose_of(msg))
 
 
 class StatusReader:
@@ -89,4 +89,5 @@ class StatusReader:
             service.status_drops["link: idle report not verified"] += 1
             return
         service.on_vitals(msg.robot_id, measured_of(msg),
-                          scene=[str(e)[:120] for e in msg.scene[:32]] if msg.has_scene else None)
+                          scene=[str(e)[:120] for e in msg.scene[:32]] if msg.has_scene else None,
+                          pose=pose_of(msg), received=now)

@@ -10,8 +10,9 @@ is no declaration), every object it acts on among its workspace's objects, every
 to among its places. It is *available* (:func:`unavailable`) when it is idle or reserved for this
 mission, its link is fresh and its battery holds what the task needs. Among the capable and
 available robots each task goes to the one that completes it soonest by the scheduler's own
-predictions (:attr:`RobotOffer.expected_s`: queue, generation and execution, plus travel where
-the robot has a pose), and the tasks of one mission that run in parallel are assigned jointly,
+predictions (:attr:`RobotOffer.expected_s`: queue, generation and execution) plus its travel
+to where the task's thing was last seen, when both that place and the robot's position are
+known (:func:`expected_completion`), and the tasks of one mission that run in parallel are assigned jointly,
 one task per robot, by a minimum-cost assignment (:func:`allocate`: scipy's
 ``linear_sum_assignment``): first as many tasks as can be served at once, then the least total
 expected completion, so the robot a greedy choice would spend on the first task is left for the
@@ -24,11 +25,19 @@ robot says why, robot by robot).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from timely_robot.budgets import NOMINAL_NAV_MPS
+from timely_robot.execution_time import TELLO_SPEED_CM_S
+
 #: a robot unheard for longer than this (s) is not offered new work (its link may be down)
 LINK_FRESH_S = 3.0
+#: how fast each kind of robot travels to a task (m/s): a drone at its moves' effective speed, a
+#: base at its nominal driving speed (the budget's); a kind without one (an arm) does not travel
+TRAVEL_MPS: dict[str, float] = {"drone": TELLO_SPEED_CM_S / 100.0, "sim": TELLO_SPEED_CM_S / 100.0,
+                                "base": NOMINAL_NAV_MPS}
 #: battery a robot keeps in reserve beyond what a task needs (percent)
 BATTERY_RESERVE_PCT = 10.0
 
@@ -50,6 +59,8 @@ class TaskNeed:
     objects: tuple[str, ...] = ()      # objects it acts on (an arm's workspace)
     places: tuple[str, ...] = ()       # places it goes to (a base's places)
     battery_pct: float = 0.0           # battery it uses (percent), by the execution-time model
+    #: where the task's thing was last seen (fleet frame, m); None: not known
+    near: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,31 @@ class RobotOffer:
     link_age_s: float | None = 0.0
     battery_pct: float | None = None       # None: no battery to mind (an arm) or not reported
     expected_s: float = 0.0                # a task's predicted completion here (s)
+    #: where the robot is (fleet frame, m; :class:`~.poses.RobotPoses`); None: not known
+    position: tuple[float, float, float] | None = None
+
+
+def distance_m(need: TaskNeed, robot: RobotOffer) -> float | None:
+    """How far ``robot`` is from where ``need``'s thing was last seen (m), None when either is unknown."""
+    if need.near is None or robot.position is None:
+        return None
+    return math.dist(robot.position, need.near)
+
+
+def travel_s(need: TaskNeed, robot: RobotOffer) -> float:
+    """Seconds ``robot`` needs to reach where ``need``'s thing was last seen, in a straight line at
+    its kind's :data:`TRAVEL_MPS`. 0 when the robot's position or the thing's is unknown (no
+    travel term: an unknown distance is not guessed, so such a robot is neither favoured nor
+    penalised by it) and for a kind that does not travel."""
+    d = distance_m(need, robot)
+    speed = TRAVEL_MPS.get(robot.kind)
+    return d / speed if d is not None and speed else 0.0
+
+
+def expected_completion(need: TaskNeed, robot: RobotOffer) -> float:
+    """``need``'s expected completion on ``robot`` (s): the scheduler's prediction
+    (:attr:`RobotOffer.expected_s`) plus its travel to the task (:func:`travel_s`)."""
+    return robot.expected_s + travel_s(need, robot)
 
 
 def incapable(need: TaskNeed, robot: RobotOffer) -> str | None:
@@ -126,9 +162,10 @@ def allocate(needs: Sequence[TaskNeed], robots: Sequence[RobotOffer], mission: s
     """One :class:`Choice` per task of ``needs`` (tasks that run in parallel), in their order:
     each robot at most one task; as many tasks served as the capable, available robots allow;
     among those assignments the least sum of expected completion (``expected(need, robot)``,
-    default :attr:`RobotOffer.expected_s`). A task left without a robot says whether none is
+    default :func:`expected_completion`: the prediction plus travel where both the robot's
+    position and the task's place are known). A task left without a robot says whether none is
     capable or available (each robot's reason) or all of them went to the mission's other tasks."""
-    cost_of = expected or (lambda _n, r: r.expected_s)
+    cost_of = expected or expected_completion
     refused: list[dict[str, str]] = []
     cost: list[list[float | None]] = []
     for need in needs:
@@ -151,6 +188,8 @@ def allocate(needs: Sequence[TaskNeed], robots: Sequence[RobotOffer], mission: s
             robot = robots[j]
             able = sum(1 for c in cost[i] if c is not None)
             expected = f", expected done in {cost[i][j]:.1f} s" if cost[i][j] else ""  # 0: not predicted
+            far = distance_m(need, robot)
+            expected += f", {far:.1f} m away" if far is not None else ""
             why = (f"{robot.robot_id} ({robot.kind}): able and free{expected} "
                    + (f"({able} robots were able)" if able > 1 else "(the only robot able)"))
             out.append(Choice(need.task, robot.robot_id, cost[i][j], why, refused[i]))

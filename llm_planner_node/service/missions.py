@@ -160,7 +160,9 @@ class Submitter(Protocol):
 class MissionCoordinator:
     """Runs missions on a planner service. ``fleet()``: the fleet's current parameters;
     ``battery_pct(robot)`` and ``link_age_s(robot)``: what the robot last reported (None: not
-    measured); ``expected_s(robot)``: a task's predicted completion there. Missions' ends and
+    measured); ``expected_s(robot)``: a task's predicted completion there; ``position(robot)``:
+    where it is in the fleet frame (the service's :meth:`.poses.RobotPoses.fleet_position`; None:
+    not known), so a robot far from the task's thing pays for its travel. Missions' ends and
     events are called back from the thread that ends their goal (the service's scheduler thread)
     or the caller's; a task moves to its next robot on the coordinator's own worker thread."""
 
@@ -168,10 +170,12 @@ class MissionCoordinator:
                  battery_pct: Callable[[str], float | None] = lambda _r: None,
                  link_age_s: Callable[[str], float | None] = lambda _r: None,
                  expected_s: Callable[[RobotParams], float] = lambda _r: 0.0,
+                 position: Callable[[str], tuple[float, float, float] | None] = lambda _r: None,
                  max_reallocations: int = 2, new_goal_id: Callable[[], str] = lambda: uuid.uuid4().hex) -> None:
         self.service = service
         self._fleet = fleet
         self._battery, self._link, self._expected = battery_pct, link_age_s, expected_s
+        self._position = position
         self.max_reallocations = max_reallocations
         self._new_goal_id = new_goal_id
         self._lock = threading.Lock()
@@ -212,7 +216,7 @@ class MissionCoordinator:
         params = self._fleet()
         left = {rid for rid, _ in task.tried}
         offers = [o for o in fleet_offers(params.robots, self.service.active_goals(), self._link, self._battery,
-                                          self._expected) if o.robot_id not in left]
+                                          self._expected, self._position) if o.robot_id not in left]
         [choice] = allocate([task.need], offers, mission=mission.mission_id)
         return choice
 

@@ -45,6 +45,7 @@ from llm_planner_node.service.engine_keeper import EngineHealth, EngineKeeper
 from llm_planner_node.service.intake import GoalIntake
 from llm_planner_node.service.operator_control import OperatorControl, StopOutcome
 from llm_planner_node.service.ports import GoalIn, PlannerPorts, StatusIn
+from llm_planner_node.service.poses import RobotPoses
 from llm_planner_node.service.registry import GoalRegistry
 from llm_planner_node.service import takeover
 from llm_planner_node.service.scheduler_loop import COMMAND_SLICE, SchedulerLoop
@@ -71,7 +72,7 @@ class PlannerService:
                  engine_factory: Callable[[], Engine] | None = None,
                  prompt_builder: Callable[..., object] | None = None,
                  clock: Clock | None = None, ack_timeout_s: float = 1.0, max_resends: int = 3,
-                 robot_time_scale: float = 1.0) -> None:
+                 robot_time_scale: float = 1.0, poses: RobotPoses | None = None) -> None:
         self.params = params
         self.ports = ports
         self.clock = clock or WallClock()
@@ -112,6 +113,9 @@ class PlannerService:
         self.engine_keeper = EngineKeeper(shared, engine_factory, owns_engine, self._current_params, prompt_builder,
                                           retry_s=ENGINE_RETRY_S)
         self.vitals = RobotVitals()
+        #: where each robot is (the fleet frame), from the poses its statuses report; the mission
+        #: coordinator reads it to weigh a robot's travel
+        self.poses = poses if poses is not None else RobotPoses(params)
         self.objects = ObjectCheck()
         self._names_objects = any(r.kind in ("drone", "arm") for r in params.robots)
         if self._names_objects:  # their plans name objects: load it now, not at a first check
@@ -273,12 +277,17 @@ class PlannerService:
         ok = self.statuses.on_status(st)
         if ok:  # well formed, of a configured robot
             self.vitals.update(st.robot_id, st.measured)
+            self.poses.update(st.robot_id, st.pose, st.received)
         return ok
 
-    def on_vitals(self, robot_id: str, measured: tuple[float, float, float, float], scene: list[str] | None = None) -> None:
-        """An idle robot's report of what it measures (battery, temperature, height, link age) and sees."""
+    def on_vitals(self, robot_id: str, measured: tuple[float, float, float, float], scene: list[str] | None = None,
+                  pose: tuple[float, float, float, float] | None = None, received: float | None = None) -> None:
+        """An idle robot's report of what it measures (battery, temperature, height, link age, its
+        pose in its own frame) and sees; ``received``: when it was taken off the wire (monotonic;
+        None: now)."""
         if self._current_params().robot(robot_id) is not None:
             self.vitals.update(robot_id, measured, scene)
+            self.poses.update(robot_id, pose, time.monotonic() if received is None else received)
 
     # -- operator control (any thread) -------------------------------------------------------------
     def stop_robots(self, robot_ids: list[str], all_robots: bool, operator: str, wait_s: float) -> StopOutcome:

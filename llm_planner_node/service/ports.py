@@ -51,6 +51,8 @@ class StatusIn:
     return_value: str | None = None
     #: the robot's measured battery %, temperature (C), height (cm); -1 = not measured
     measured: tuple[float, float, float, float] = (-1.0, -1.0, -1.0, -1.0)  # battery, temperature, height, link age
+    #: the robot's measured pose in its own frame: x, y, z (m), yaw (rad); None: it reports none
+    pose: tuple[float, float, float, float] | None = None
 
 
 class PlannerPorts(Protocol):

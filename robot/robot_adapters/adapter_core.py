@@ -104,6 +104,9 @@ class StatusEvent:
     measured: Measured = field(default_factory=Measured)
     #: what the robot sees now (TypeFly's scene entries), on idle reports; None: not reported
     scene: list[str] | None = None
+    #: the robot's pose in its own frame when the status was made (SkillExecutor.measured_pose:
+    #: x, y, z m, yaw rad); None: it has none
+    pose: tuple[float, float, float, float] | None = None
 
     @property
     def state_name(self) -> str:
@@ -297,8 +300,9 @@ class AdapterCore:
             if err is not None:
                 raise err
             m, scene = value
-            if scene is not None or m.any():
-                self.publish(StatusEvent(self.robot_id, "", 0, STATE_IDLE, measured=m, scene=scene))
+            pose = self._measured_pose()
+            if scene is not None or m.any() or pose is not None:
+                self.publish(StatusEvent(self.robot_id, "", 0, STATE_IDLE, measured=m, scene=scene, pose=pose))
         except Exception:  # noqa: BLE001 - a robot that cannot say its state this time
             log.debug("%s: idle report failed", self.robot_id, exc_info=True)
         if not self._stop:
@@ -905,11 +909,20 @@ class AdapterCore:
         self._cancel.set()
         self.executor.stop()
 
+    def _measured_pose(self) -> tuple[float, float, float, float] | None:
+        """The executor's pose now (None: it has none, or it is an executor without the method)."""
+        pose = getattr(self.executor, "measured_pose", None)
+        return pose() if pose is not None else None
+
     def _emit(self, goal_id: str, seq: int, state: int, **kw: Any) -> None:
         try:
             kw.setdefault("measured", self.executor.measured())
         except Exception:  # noqa: BLE001 - a robot that cannot say its state still reports progress
             log.debug("%s: measured state unavailable", self.robot_id, exc_info=True)
+        try:
+            kw.setdefault("pose", self._measured_pose())
+        except Exception:  # noqa: BLE001 - nor one that cannot say where it is
+            log.debug("%s: pose unavailable", self.robot_id, exc_info=True)
         ev = StatusEvent(self.robot_id, goal_id, int(seq), state, **kw)
         self.events.append(ev)
         self._last_status[(goal_id, int(seq))] = ev

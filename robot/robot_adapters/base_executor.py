@@ -34,12 +34,12 @@ import time
 from collections import deque
 from typing import Any, Callable, Mapping, Sequence
 
-from timely_robot.budgets import path_outside
+from timely_robot.budgets import NOMINAL_NAV_MPS, path_outside
 from timely_robot.config import NAV2_KEYS
 from timely_robot.skills import NAV2_BASE, SkillCall
 
-from robot_adapters.executor import (Measured, SkillCancelled, SkillExecutionError, SkillExecutor, SkillTimeout,
-                                     sleep_cancellable)
+from robot_adapters.executor import (Measured, Pose, SkillCancelled, SkillExecutionError, SkillExecutor,
+                                     SkillTimeout, sleep_cancellable)
 from robot_adapters.perception.types import PerceptionError
 from robot_adapters.ros_goals import send_goal, wait_future
 
@@ -48,7 +48,7 @@ log = logging.getLogger("robot_adapters.base")
 Pose2D = tuple[float, float, float]  # x, y (m), yaw (rad)
 HEARTBEAT_TOPIC = "timely_watchdog/heartbeat"
 DRIVE_SPEED_MPS = 0.25  # DriveOnHeading / BackUp, or the budget's max_speed_mps if lower
-NOMINAL_NAV_MPS, NOMINAL_TURN_RADPS = 0.25, 0.5  # for time bounds only: 3 x nominal + slack
+NOMINAL_TURN_RADPS = 0.5  # for time bounds only (with NOMINAL_NAV_MPS): 3 x nominal + slack
 SCAN_STEP_DEG = 45
 ANSWER_S = 5.0  # a goal request, a cancel, a state request answered within this (real s)
 SILENCE_S = 5.0  # a running goal gives feedback at least this often, else SkillTimeout (real s)
@@ -240,6 +240,12 @@ class Nav2Executor(SkillExecutor):
         """(x m, y m, yaw degrees) in map, or None before the first pose."""
         p = self._pose2d()
         return None if p is None else (p[0], p[1], math.degrees(p[2]))
+
+    def measured_pose(self) -> Pose | None:
+        """The base's pose in ``map`` from its localiser's pose topic, moved on by odometry since
+        (z 0), or None before the first pose."""
+        p = self._pose2d()
+        return None if p is None else (p[0], p[1], 0.0, p[2])
 
     def measured(self) -> Measured:
         """The link's age: seconds since the newest pose or odometry message."""

@@ -37,7 +37,8 @@ from typing import Any, Callable
 from timely_robot.execution_time import ExecutionTimeModel
 from timely_robot.skills import TELLO_MINISPEC, SkillCall
 
-from robot_adapters.executor import Measured, SkillCancelled, SkillExecutionError, SkillExecutor, sleep_cancellable
+from robot_adapters.executor import (Measured, Pose, SkillCancelled, SkillExecutionError, SkillExecutor,
+                                     sleep_cancellable, takeoff_pose)
 from robot_adapters.perception.drone import DronePerception, NoPerception, ScenePerception
 from robot_adapters.perception.types import PerceptionError
 
@@ -181,6 +182,11 @@ class TelloExecutor(SkillExecutor):
         lo, hi = num("templ"), num("temph")
         return Measured(battery_pct=num("bat"), temperature_c=(lo + hi) / 2 if lo >= 0 and hi >= 0 else -1.0,
                         height_cm=num("h") if self.flying else 0.0, link_age_s=age)
+
+    def measured_pose(self) -> Pose | None:
+        """Where the drone is relative to its take-off point: the pose its geofence reads
+        (commanded x and y, measured height and yaw where the drone reports them)."""
+        return takeoff_pose(list(self.pose))
 
     def scene_view(self) -> list[str] | None:
         """The objects on the newest camera frame (the detector runs once per frame), or None."""

@@ -99,7 +99,7 @@ def make_executor(robot: RobotParams, index: int, time_scale: float, stack: cont
             adapter = "sim"
     if adapter == "sim":
         return SampledExecutor(robot.id, kind, skill_set, ExecutionTimeModel(online=False), index,
-                               time_scale=time_scale)
+                               time_scale=time_scale, places=robot.places)
     if adapter in ("tello", "tello-sim"):
         from timely_robot.errors import CommandError
         from robot_adapters.drone_executor import TelloExecutor

@@ -34,6 +34,10 @@ _TURNS = {"turn_cw": 1, "turn_ccw": -1}
 TAKEOFF_HEIGHT_CM = 80.0
 #: Distance ``approach`` flies (cm: "fly ~1 m towards the object in view").
 APPROACH_CM = 100.0
+#: A base's nominal driving speed (m/s): what a drive is expected to take (its route's length at
+#: this speed: the base adapter's :meth:`BudgetMeter.expect`) and what the planner counts for a
+#: base's travel to a task when it chooses a robot.
+NOMINAL_NAV_MPS = 0.25
 
 
 class BudgetExceeded(Exception):

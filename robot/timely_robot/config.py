@@ -245,7 +245,7 @@ def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise ParamError(f"{where} must be a mapping such as {{scene: {{objects: {{cat: {{pos: [200, 0, 20]}}}}}}}}, "
                          f"got {value!r}")
-    known = ("scene", "battery_pct") if adapter == "tello-sim" else ("scene",)
+    known = ("scene", "battery_pct", "battery_drain_per_s") if adapter == "tello-sim" else ("scene",)
     for key in value:
         if key not in known:
             raise unknown_key(where, key, known)
@@ -260,6 +260,9 @@ def _simulator(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
     bat = value.get("battery_pct")
     if bat is not None and (isinstance(bat, bool) or not isinstance(bat, (int, float)) or not 0 <= bat <= 100):
         raise ParamError(f"{where}.battery_pct must be a number in [0, 100], got {bat!r}")
+    drain = value.get("battery_drain_per_s")
+    if drain is not None and (isinstance(drain, bool) or not isinstance(drain, (int, float)) or not 0 <= drain <= 100):
+        raise ParamError(f"{where}.battery_drain_per_s must be a number of percent a second in [0, 100], got {drain!r}")
     return dict(value)
 
 
@@ -321,7 +324,9 @@ class RobotParams:
 
 
 _ROBOT_KEYS = ("id", "kind", "skill_set", "adapter", "host", "objects", "budget", "approval", "perception",
-               "simulator", "places", "nav2", "skills")
+               "simulator", "places", "nav2", "skills", "origin")
+#: the keys of a robot's ``origin:`` (metres, degrees), each 0 when absent
+ORIGIN_KEYS = ("x", "y", "z", "yaw_deg")
 #: a base's ``nav2:`` keys and their defaults (Nav2 Kilted's own names)
 NAV2_KEYS: dict[str, Any] = {"namespace": "", "cmd_vel_stamped": True, "pose_topic": "amcl_pose", "odom_topic": "odom"}
 #: the adapters of a mobile base (``kind: base``)
@@ -412,6 +417,24 @@ def _places(value: Any, where: str, kind: str) -> dict[str, list[float]] | None:
         x, y, *yaw = (float(v) for v in pose)
         out[name] = [x, y, yaw[0] if yaw else 0.0]
     return out
+
+
+def _origin(value: Any, where: str, kind: str) -> Origin | None:
+    """A robot's ``origin:`` ({x, y, z} metres, ``yaw_deg`` degrees; absent keys 0), or None."""
+    if value is None:
+        return None
+    if kind == "chat":
+        raise ParamError(f"{where}: a chat robot has no position, so no origin")
+    if not isinstance(value, dict):
+        raise ParamError(f"{where} must be a mapping such as {{x: 2.0, y: -1.5, z: 0.0, yaw_deg: 90}} "
+                         f"(metres, degrees), got {value!r}")
+    for key, v in value.items():
+        if key not in ORIGIN_KEYS:
+            raise unknown_key(where, key, ORIGIN_KEYS)
+        if not numbers([v], 1):
+            raise ParamError(f"{where}.{key} must be a finite number ({'degrees' if key == 'yaw_deg' else 'metres'}), "
+                             f"got {v!r}")
+    return Origin(**{k: float(value.get(k, 0.0)) for k in ORIGIN_KEYS})
 
 
 def _nav2(value: Any, where: str, adapter: str) -> dict[str, Any] | None:
@@ -512,13 +535,14 @@ def parse_robots(value: Any) -> tuple[RobotParams, ...]:
         simulator = _simulator(r.get("simulator"), f"{where}.simulator", adapter)
         places = _places(r.get("places"), f"{where}.places", kind)
         nav2 = _nav2(r.get("nav2"), f"{where}.nav2", adapter)
+        origin = _origin(r.get("origin"), f"{where}.origin", kind)
         # a base's places, and the classes its detections topic reports, are things it knows by
         # name: the prompt's and the grammar's, as objects are
         seen = (perception or {}).get("classes", []) if kind == "base" else []
         known = tuple(dict.fromkeys([*(o.strip() for o in objects), *(places or {}), *seen]))
         robots.append(RobotParams(rid, kind, skill_set, adapter, host, known, budget,
                                   approval, perception, simulator, places, nav2,
-                                  dict(r["skills"]) if skills is not None else None))
+                                  dict(r["skills"]) if skills is not None else None, origin))
     return tuple(robots)
 
 

@@ -99,6 +99,7 @@ def test_ros_parameters_file_document_nests_the_flat_names(fleet):
     assert indy.pop("perception") == ""  # none declared: the simulated arm uses its scene
     assert indy.pop("simulator") == ""  # the simulator's default world
     assert indy.pop("places") == "" and indy.pop("nav2") == "" and indy.pop("skills") == ""  # a base's; adapter ros
+    assert indy.pop("origin") == ""  # none declared: its frame is the fleet's
     assert indy == {"kind": "arm", "skill_set": "indy7_arm", "adapter": "indy-sim", "host": ""}
     assert p["plan_limits"]["minispec"]["max_loop"] == 12 and p["sampling"]["chat"]["repetition_penalty"] == 1.2
     assert p["robot_timeout_s"] == 30.0

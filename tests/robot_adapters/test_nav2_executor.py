@@ -80,6 +80,8 @@ def test_go_to_kitchen_inside_the_fence_arrives_and_charges_the_route(ros_contex
         assert ex.execute(call("go_to", "kitchen"), threading.Event()) is None
         x, y, yaw = ex.pose()
         assert math.dist((x, y), (16.0, 3.0)) < 0.3 and math.dist(sim_pose(sim)[:2], (16.0, 3.0)) < 0.3
+        # the status link's pose is the same measured pose: map frame, z 0, yaw in radians
+        assert ex.measured_pose() == pytest.approx((x, y, 0.0, math.radians(yaw)), abs=0.05)
         assert 7.5 * 100 < m.used.translation_cm < 9.0 * 100  # hall -> kitchen, about 7.8 m
         # the drive's expected time joins the plan's prediction: route at 0.25 m/s + a half turn at 0.5 rad/s
         route_m = m.used.translation_cm / 100

@@ -174,3 +174,56 @@ def test_a_result_says_which_call_did_not_achieve_its_action_and_why_it_ended_ma
 
     res = rejected_result(Rejection(RejectReason.ROBOT_BUSY, "robot d1 runs goal 1234"))
     assert (res.status, res.reason) == (PlanTask.Result.STATUS_REJECTED, "robot_busy")
+
+
+def test_a_robot_status_with_a_pose_survives_the_wire_signed_and_every_field_is_signed(tmp_path):
+    """The adapter's status (timely_robot.link.ros.status_to_msg) with the robot's pose, signed,
+    serialized and read back as the planner does (verification, ros.status_reader.status_in); and
+    no field of RobotStatus is left out of the signature (a field added later without signing it
+    fails here)."""
+    import array
+
+    from rclpy.serialization import deserialize_message, serialize_message
+    from timely_fleet.msg import RobotStatus, SkillAnswer
+
+    from llm_planner_node.ros.status_reader import status_in
+    from robot_adapters.adapter_core import StatusEvent
+    from timely_robot.link.ros import status_to_msg
+    from timely_robot.link.signing import Keystore, LinkSigner, LinkVerifier, status_msg_fields
+
+    store = Keystore(tmp_path / "keys")
+    store.ensure(["tello_1"])
+    ev = StatusEvent("tello_1", "g1", 2, 3, skill_names=["move_forward"], skill_durations_s=[2.5],
+                     answers=[("is_visible(cat)", "True")], return_value="True", scene=["cat x:0.5 y:0.5"],
+                     pose=(1.25, -0.5, 0.8, 1.5))
+    msg = LinkSigner(store).sign_status(status_to_msg(ev, RobotStatus))
+    got = deserialize_message(serialize_message(msg), RobotStatus)
+    assert LinkVerifier(store).check_status(got) is None
+    assert (got.has_pose, got.x_m, got.y_m, got.z_m, got.yaw_rad) == (True, 1.25, -0.5, 0.8, 1.5)
+    assert status_in(got).pose == (1.25, -0.5, 0.8, 1.5)
+    assert status_in(deserialize_message(serialize_message(status_to_msg(StatusEvent("tello_1", "g1", 2, 3),
+                                                                         RobotStatus)), RobotStatus)).pose is None
+
+    def changed(value):
+        if isinstance(value, bool):
+            return not value
+        if isinstance(value, (int, float)):
+            return value + 1
+        if isinstance(value, str):
+            return value + "x"
+        if isinstance(value, array.array):
+            return array.array(value.typecode, [*value, 1.0])
+        if isinstance(value, list):
+            return [*value, SkillAnswer(segment=9, skill="s", value="v") if value and isinstance(value[0], SkillAnswer)
+                    else "x"]
+        if hasattr(value, "sec"):
+            return type(value)(sec=value.sec + 1, nanosec=value.nanosec)
+        raise AssertionError(f"no change for {type(value).__name__}")
+
+    signed = status_msg_fields(got)
+    for name in RobotStatus.get_fields_and_field_types():
+        if name in ("key_id", "counter", "mac"):
+            continue
+        other = deserialize_message(serialize_message(got), RobotStatus)
+        setattr(other, name, changed(getattr(other, name)))
+        assert status_msg_fields(other) != signed, f"RobotStatus.{name} is not signed"

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from llm_planner_node.service.allocation import (
-    BATTERY_RESERVE_PCT, RobotOffer, TaskNeed, allocate, incapable, unavailable)
+    BATTERY_RESERVE_PCT, RobotOffer, TaskNeed, allocate, incapable, travel_s, unavailable)
 
 DRONE_SKILLS = frozenset({"scan", "goto", "take_picture", "land"})
 ARM_SKILLS = frozenset({"look", "pick", "place"})
@@ -78,6 +79,28 @@ def test_the_least_total_expected_completion_by_hand():
                        expected=lambda n, r: table[(n.task, r.robot_id)])
     assert [(c.task, c.robot_id, c.expected_s) for c in choices] == [("t1", "r2", 2.0), ("t2", "r3", 1.0),
                                                                       ("t3", "r1", 3.0)]
+
+
+def test_a_robot_with_the_shorter_queue_but_twenty_metres_away_loses_to_a_nearer_one():
+    # the box was last seen at (20, 0, 0); bases drive 0.25 m/s. base_far: 10 s of queue and
+    # execution + 20 m / 0.25 = 90 s; base_near, 2 m from it: 30 s + 2 m / 0.25 = 38 s
+    box = TaskNeed("t1", perceive=("box",), near=(20.0, 0.0, 0.0))
+    far = RobotOffer("base_far", "base", BASE_SKILLS, frozenset({"box"}), expected_s=10.0, position=(0.0, 0.0, 0.0))
+    near = RobotOffer("base_near", "base", BASE_SKILLS, frozenset({"box"}), expected_s=30.0,
+                      position=(20.0, 2.0, 0.0))
+    [c] = allocate([box], [far, near])
+    assert (c.robot_id, c.expected_s) == ("base_near", pytest.approx(38.0))
+    assert c.why == "base_near (base): able and free, expected done in 38.0 s, 2.0 m away (2 robots were able)"
+    assert travel_s(box, far) == pytest.approx(80.0)
+    # a drone flies 0.6 m/s (the Tello's effective speed): 20 m is 33.3 s; an arm does not travel
+    assert travel_s(box, drone("d", position=(0.0, 0.0, 0.0))) == pytest.approx(20.0 / 0.6)
+    assert travel_s(box, RobotOffer("arm_1", "arm", ARM_SKILLS, None, position=(0.0, 0.0, 0.0))) == 0.0
+    # where the box is not known, or where a robot is not, there is no travel term: the queue decides
+    [c] = allocate([TaskNeed("t1", perceive=("box",))], [far, near])
+    assert c.robot_id == "base_far"
+    unplaced = RobotOffer("base_far", "base", BASE_SKILLS, frozenset({"box"}), expected_s=10.0)
+    [c] = allocate([box], [unplaced, near])
+    assert (c.robot_id, c.expected_s) == ("base_far", 10.0)
 
 
 def test_a_task_without_a_robot_says_why():

@@ -37,7 +37,8 @@ class SampledExecutor(SimulatedExecutor):
     timer on the adapter's event loop, see :class:`SimulatedExecutor`)."""
 
     def __init__(self, robot_id: str, robot_kind: str, skill_set: SkillSet, truth: ExecutionTimeModel,
-                 seed: int, *, time_scale: float = 1.0, fail_prob: float = 0.0, scene=None) -> None:
+                 seed: int, *, time_scale: float = 1.0, fail_prob: float = 0.0, scene=None,
+                 places=None) -> None:
         self._rng = np.random.default_rng(seed)
         self._lock = threading.Lock()
         self.truth = truth
@@ -47,7 +48,7 @@ class SampledExecutor(SimulatedExecutor):
             with self._lock:
                 return self.truth.sample(robot_id, robot_kind, [call], self._rng)
 
-        super().__init__(robot_id, robot_kind, skill_set, sampler, time_scale=time_scale, scene=scene)
+        super().__init__(robot_id, robot_kind, skill_set, sampler, time_scale=time_scale, scene=scene, places=places)
 
     def prepare(self, call: SkillCall) -> float:
         if self.fail_prob > 0:

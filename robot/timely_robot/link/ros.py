@@ -234,6 +234,9 @@ def status_to_msg(ev: StatusEvent, msg_type: Any) -> Any:
     m.link_age_s = float(ev.measured.link_age_s)
     m.has_scene = ev.scene is not None
     m.scene = [str(e)[:120] for e in (ev.scene or ())[:32]]
+    m.has_pose = ev.pose is not None
+    if ev.pose is not None:
+        m.x_m, m.y_m, m.z_m, m.yaw_rad = (float(v) for v in ev.pose)
     sec = int(ev.stamp)
     m.stamp.sec = sec
     m.stamp.nanosec = int((ev.stamp - sec) * 1e9)

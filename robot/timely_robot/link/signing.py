@@ -380,18 +380,23 @@ def status_fields(robot_id: str, goal_id: str, sequence: int, state: int, curren
                   stamp: tuple[int, int] | None = None, *,
                   answers: Sequence[tuple[int, str, str]] = (), return_value: str | None = None,
                   measured: tuple[float, ...] = (-1.0, -1.0, -1.0, -1.0),
-                  scene: Sequence[str] | None = None) -> bytes:
+                  scene: Sequence[str] | None = None,
+                  pose: Sequence[float] | None = None) -> bytes:
     """The signed bytes of a status (``progress`` and the ``measured`` battery, temperature,
     height and link age are float32 on the wire, the rest float64; floats as IEEE-754 big-endian bytes, so NaN,
     infinities and -0.0 are covered). ``answers``: (segment, skill, value) of each call that
-    answered; ``return_value``: the plan's return value, None when it has none."""
-    return b"".join([b"STA3", _s(robot_id), _s(goal_id), _u(sequence), _u(state), _s(current_skill),
+    answered; ``return_value``: the plan's return value, None when it has none; ``pose``: the
+    robot's measured (x, y, z, yaw) in its own frame, None when it reports none."""
+    if pose is not None and len(pose) != 4:
+        raise ValueError(f"a status's pose is (x, y, z, yaw), got {len(pose)} values")
+    return b"".join([b"STA4", _s(robot_id), _s(goal_id), _u(sequence), _u(state), _s(current_skill),
                      _f(progress), _d(elapsed_s), _d(predicted_remaining_s),
                      _list([_s(n) for n in skill_names]), _list([_d(x) for x in skill_durations_s]),
                      _s(error), _list([_u(k) + _s(n) + _s(v) for k, n, v in answers]),
                      _b(return_value is not None), _s(return_value or ""),
                      b"".join(_f(x) for x in measured), _b(scene is not None),
-                     _list([_s(e) for e in scene or ()]), _stamp(stamp)])
+                     _list([_s(e) for e in scene or ()]), _b(pose is not None),
+                     b"".join(_d(x) for x in pose or ()), _stamp(stamp)])
 
 
 def _mac_input(kind: str, key_id: str, counter: int, fields: bytes) -> bytes:
@@ -548,7 +553,16 @@ def status_msg_fields(msg: Any) -> bytes:
                          answers=[(a.segment, a.skill, a.value) for a in getattr(msg, "answers", ())],
                          return_value=msg.return_value if getattr(msg, "has_return_value", False) else None,
                          measured=measured_of(msg),
-                         scene=list(msg.scene) if getattr(msg, "has_scene", False) else None)
+                         scene=list(msg.scene) if getattr(msg, "has_scene", False) else None,
+                         pose=pose_of(msg))
+
+
+def pose_of(msg: Any) -> tuple[float, float, float, float] | None:
+    """A ``RobotStatus``'s measured pose (x, y, z metres, yaw radians, in the robot's own frame),
+    None when it reports none (``has_pose`` false)."""
+    if not getattr(msg, "has_pose", False):
+        return None
+    return (float(msg.x_m), float(msg.y_m), float(msg.z_m), float(msg.yaw_rad))
 
 
 _SIGNATURE_FIELDS = ("key_id", "counter", "mac")
@@ -800,5 +814,5 @@ class LinkVerifier:
 __all__ = ["BAD_MAC", "Counter", "DROP_REASONS", "KEYS_COMMAND", "KINDS", "Keystore", "KeystoreError",
            "LinkSigner", "LinkVerifier", "MODES", "MissingKeyError", "OUT_OF_WINDOW", "REPLAYED", "ReplayGuard",
            "RobotKey", "UNKNOWN_KEY", "UNSIGNED", "check_mode", "check_robot_id", "default_keystore_dir",
-           "key_id_of", "mac_bytes", "now_us", "segment_fields", "segment_msg_fields", "sign", "sign_segment_msg",
-           "sign_status_msg", "status_fields", "status_msg_fields", "verify"]
+           "key_id_of", "mac_bytes", "now_us", "pose_of", "segment_fields", "segment_msg_fields", "sign",
+           "sign_segment_msg", "sign_status_msg", "status_fields", "status_msg_fields", "verify"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import socket
 import time
 
@@ -116,6 +117,9 @@ def test_minispec_segment_through_executor(tello_net, sim):
     MiniSpecInterpreter(T, call_skill).run_text("to;mf,100;tc,90;lnd;")
     assert [c for c in sim.commands() if not c.endswith("?")] == [
         "command", "takeoff", "forward 100", "cw 90", "land"]
+    # landed 1 m ahead of its take-off point (the pose its geofence reads), in the status link's axes
+    x, y, z, yaw = ex.measured_pose()
+    assert (x, y, z) == pytest.approx((1.0, 0.0, 0.0)) and yaw == pytest.approx(-math.radians(ex.pose[3]))
     for call, m in timings:
         want = model.predict("tello", "drone", [call])
         assert abs(m - want) <= model.tolerance("drone", call) + 0.1 / SCALE, (call, m, want)

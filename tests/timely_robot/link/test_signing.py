@@ -43,7 +43,7 @@ STATUS_CHANGES = [("robot_id", "tello_2"), ("goal_id", "g2"), ("sequence", 2), (
                   ("current_skill", "turn_cw"), ("progress", 0.75), ("progress", math.nan), ("elapsed_s", -1e308),
                   ("elapsed_s", math.nan), ("predicted_remaining_s", -0.0), ("predicted_remaining_s", math.inf),
                   ("skill_names", ["takeoff", "land"]), ("skill_names", []), ("skill_durations_s", [3.0000001]),
-                  ("error", "x"), ("stamp", (13, 34))]
+                  ("error", "x"), ("stamp", (13, 34)), ("pose", (0.0, 0.0, 0.0, 0.0))]
 
 
 def seg_bytes(**changes):
@@ -407,6 +407,11 @@ class FakeStatus:
     stamp: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(sec=1, nanosec=2))
     battery_pct: float = 80.0
     link_age_s: float = 0.1
+    has_pose: bool = False
+    x_m: float = 0.0
+    y_m: float = 0.0
+    z_m: float = 0.0
+    yaw_rad: float = 0.0
     key_id: str = ""
     counter: int = 0
     mac: bytes = b""
@@ -504,3 +509,27 @@ def test_default_keystore_dir_follows_the_environment(monkeypatch, tmp_path):
     assert sec.default_keystore_dir() == tmp_path / "timely_fleet" / "keys"
     monkeypatch.setenv("TIMELY_FLEET_KEYS", str(tmp_path / "k"))
     assert sec.default_keystore_dir() == tmp_path / "k"
+
+
+def test_each_value_of_a_pose_is_signed():
+    pose = (1.5, -2.0, 0.8, 0.5)
+    mac = sign(KEY, "status", status_bytes(pose=pose), 1000)
+    assert verify(KEY, "status", status_bytes(pose=pose), 1000, mac)
+    for i in range(4):
+        changed = tuple(v + 0.001 if k == i else v for k, v in enumerate(pose))
+        assert not verify(KEY, "status", status_bytes(pose=changed), 1000, mac)
+    assert not verify(KEY, "status", status_bytes(), 1000, mac)  # the pose dropped
+    with pytest.raises(ValueError, match="x, y, z, yaw"):
+        status_bytes(pose=(1.0, 2.0))
+
+
+def test_a_status_with_a_pose_survives_signing_and_verification(store):
+    signer, verifier = LinkSigner(store), LinkVerifier(store)
+    msg = signer.sign_status(FakeStatus(has_pose=True, x_m=1.5, y_m=-2.0, z_m=0.8, yaw_rad=0.5))
+    assert verifier.check_status(msg) is None
+    assert sec.pose_of(msg) == (1.5, -2.0, 0.8, 0.5)
+    for changed in ({"x_m": 1.6}, {"y_m": 2.0}, {"z_m": 0.0}, {"yaw_rad": -0.5}, {"has_pose": False}):
+        assert verifier.check_status(FakeStatus(**{**msg.__dict__, **changed})) == BAD_MAC, changed
+    # a status that says it has no pose carries none, whatever its pose fields hold
+    unposed = signer.sign_status(FakeStatus(x_m=3.0, sequence=1))
+    assert verifier.check_status(unposed) is None and sec.pose_of(unposed) is None

@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("start the planner node and the fleet's adapters from the parameter YAML", "llm_planner_node.up"),
     "goal": ("send one planning goal to a running planner and watch its segments", "llm_planner_node.cli.goal"),
     "mission": ("give the fleet an instruction: the planner chooses the robot that can do it and is free", "llm_planner_node.cli.mission"),
+    "memory": ("what the fleet remembers seeing of a thing: which robot saw it, when and where", "llm_planner_node.cli.memory"),
     "stop": ("stop robots now (an operator's signed command): their goals end CANCELLED, the robots halt", "llm_planner_node.cli.operator"),
     "approve": ("approve the segment a goal waits with (robot `approval` in the fleet YAML)", "llm_planner_node.cli.operator"),
     "deny": ("deny the segment a goal waits with: the goal ends CANCELLED and the robot stops", "llm_planner_node.cli.operator"),

@@ -52,9 +52,9 @@ PLANNER_TOPICS = ("planner/goals", "planner/results", "planner/stats")
 #: standby each publish and read all three; clients read the role.
 FAILOVER_TOPICS = ("planner/journal", "planner/journal_ack", "planner/active")
 STANDBY_NODE = "llm_planner_standby"
-#: The planner's services: cancel a goal by id, the operator's stop and approval (ros/node.py,
-#: ros/operator.py). The planner replies; the operator enclave may request them.
-PLANNER_SERVICES = ("planner/cancel_goal", "planner/stop_robots", "planner/approve")
+#: The planner's services: cancel a goal by id, the operator's stop and approval, the fleet memory
+#: (ros/node.py, ros/operator.py, ros/memory_server.py). The planner replies; the operator enclave may request them.
+PLANNER_SERVICES = ("planner/cancel_goal", "planner/stop_robots", "planner/approve", "planner/memory")
 DIAGNOSTICS_TOPIC = "/diagnostics"
 POLICY_VERSION = "0.2.0"
 
@@ -173,7 +173,7 @@ def add_operator_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespa
     _rules(p, "topics", "topic", watched, subscribe="ALLOW")
     _rules(p, "actions", "action", [ACTION_NAME, MISSION_ACTION], call="ALLOW")
     planner_services = [f"{PLANNER_NODE}/{s[2:]}" for s in PARAMETER_SERVICES + LIFECYCLE_SERVICES]
-    # ros2 param / ros2 lifecycle, and `timely-fleet stop|approve|deny` and goal cancels by id
+    # ros2 param / ros2 lifecycle, and `timely-fleet stop|approve|deny|memory` and goal cancels by id
     _rules(p, "services", "service", planner_services + list(PLANNER_SERVICES), request="ALLOW")
 
 

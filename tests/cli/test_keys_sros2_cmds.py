@@ -209,9 +209,10 @@ def test_policy_topic_names_are_the_nodes_topic_names():
     assert robot_link.segments_topic("alpha_1") == sp.segments_topic("alpha_1")
     assert ros_messages.ACTION_NAME == sp.ACTION_NAME
     assert (ros_messages.GOALS_TOPIC, ros_messages.RESULTS_TOPIC, ros_messages.STATS_TOPIC) == sp.PLANNER_TOPICS
+    from llm_planner_node.ros.memory_server import MEMORY_SERVICE
     from llm_planner_node.ros.operator import APPROVE_SERVICE, STOP_SERVICE
 
-    assert ("planner/cancel_goal", STOP_SERVICE, APPROVE_SERVICE) == sp.PLANNER_SERVICES
+    assert ("planner/cancel_goal", STOP_SERVICE, APPROVE_SERVICE, MEMORY_SERVICE) == sp.PLANNER_SERVICES
     assert '"planner/cancel_goal"' in (ROOT / "llm_planner_node" / "ros" / "node.py").read_text()
     assert robot_link.status_topic("alpha_1") == sp.status_topic("alpha_1")
 

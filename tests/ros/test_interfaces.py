@@ -227,3 +227,45 @@ def test_a_robot_status_with_a_pose_survives_the_wire_signed_and_every_field_is_
         other = deserialize_message(serialize_message(got), RobotStatus)
         setattr(other, name, changed(getattr(other, name)))
         assert status_msg_fields(other) != signed, f"RobotStatus.{name} is not signed"
+
+
+def test_the_planner_places_a_robot_from_its_signed_idle_report_and_not_from_a_forged_one(tmp_path):
+    """An idle robot's report with its pose, as the adapter builds and signs it, read by the
+    planner's status reader (ros/status_reader.py) into the service's RobotPoses, placed by the
+    robot's origin; an unsigned report places nothing."""
+    import math
+
+    from rclpy.serialization import serialize_message
+    from timely_fleet.msg import RobotStatus
+
+    from llm_planner_node.config.params import parse_params
+    from llm_planner_node.core.clock import WallClock
+    from llm_planner_node.engines.sim_engine import RealtimeSimEngine
+    from llm_planner_node.ros.status_reader import StatusReader
+    from llm_planner_node.service.planner_service import PlannerService
+    from robot_adapters.adapter_core import STATE_IDLE, StatusEvent
+    from timely_robot.link.ros import status_to_msg
+    from timely_robot.link.signing import Keystore, LinkSigner, LinkVerifier
+
+    class Ports:
+        def log(self, level, text):
+            pass
+
+    store = Keystore(tmp_path / "keys")
+    store.ensure(["base_1", "base_2"])
+    params = parse_params({"planner": {"engine": {"kind": "sim"}}, "robots": [
+        {"id": "base_1", "kind": "base", "adapter": "sim", "origin": {"x": 5.0, "yaw_deg": 90}},
+        {"id": "base_2", "kind": "base", "adapter": "sim"}]})
+    svc = PlannerService(params, Ports(), engine=RealtimeSimEngine(WallClock()))
+    try:
+        reader = StatusReader(svc, LinkVerifier(store))
+        report = StatusEvent("base_1", "", 0, STATE_IDLE, pose=(2.0, 0.0, 0.0, 0.0))
+        reader.on_raw(serialize_message(LinkSigner(store).sign_status(status_to_msg(report, RobotStatus))))
+        x, y, z = svc.poses.fleet_position("base_1")
+        assert math.isclose(x, 5.0, abs_tol=1e-9) and (y, z) == (2.0, 0.0)  # 2 m along its x: the fleet's +y
+        forged = StatusEvent("base_2", "", 0, STATE_IDLE, pose=(9.0, 9.0, 0.0, 0.0))
+        reader.on_raw(serialize_message(status_to_msg(forged, RobotStatus)))  # unsigned
+        assert svc.poses.fleet_position("base_2") is None
+        assert svc.status_drops["link: idle report not verified"] == 1
+    finally:
+        svc.close()

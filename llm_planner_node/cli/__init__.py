@@ -57,6 +57,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench overload": ("graceful degradation: utility and throughput vs load, 25 to 5,000 agents (simulator)", "timely_tools.bench.overload_bench"),
     "bench grammar": ("grammar-safe generation vs free decoding on held-out instructions: INVALID_PLAN, exact plans, cost", "timely_tools.bench.grammar_bench"),
     "bench plans": ("plan quality of any model on held-out instructions: valid, semantic match, executed on simulated robots, unsafe", "timely_tools.bench.plans_bench"),
+    "bench missions": ("fleet instructions held apart from training as missions on the default fleet (random ids and order), real model: allocation, success, impossible refused, faults re-allocated", "timely_tools.bench.missions_bench"),
     "bench substitution": ("plans about things outside a camera drone's classes and inside them: refused naming the thing, or substitutes dispatched (`--calibrate` fits the object check)", "timely_tools.bench.substitution_bench"),
     "bench engines": ("in-process vLLM vs remote vLLM servers: per-token overhead, time to first segment, 1 vs 2 servers", "timely_tools.bench.engines_bench"),
     "bench safety": ("adversarial plans, a planner killed mid-plan and an emergency stop against planner and adapters as separate processes", "timely_tools.bench.safety_bench"),

@@ -47,9 +47,10 @@ def start_tello_sim(robot: RobotParams, time_scale: float, stack: contextlib.Exi
     simulated = dict(robot.simulator or {})
     world = Scene.from_dict(simulated.get("scene") or {})
     battery = float(simulated.get("battery_pct", 87))
+    drain = float(simulated.get("battery_drain_per_s", 0.12))  # in flight; higher: a drone that runs flat mid-task
     # drains in flight only: an `up` left running for hours does not find its drone flat
     sim = net.in_sim(lambda: TelloSim(ip, scene=world, time_scale=time_scale, battery=battery,
-                                      ground_drain_per_s=0.0).start())
+                                      battery_drain_per_s=drain, ground_drain_per_s=0.0).start())
     stack.callback(sim.stop)
     return net, ip, k
 

@@ -2,21 +2,29 @@
 
 ROS tests run inside the project environment (`scripts/run python -m pytest`, which `make test`
 uses). Each test session gets its own ROS domain id so parallel runs on one machine do not see
-each other's topics; DDS discovery stays on loopback (scripts/env.sh).
+each other's topics; DDS discovery stays on loopback (scripts/env.sh). Each session keeps the
+planners' fleet memory files in a temporary XDG_STATE_HOME of its own.
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
 import itertools
 import os
 import random
+import shutil
+import tempfile
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 import pytest
 
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
+# planners started by tests keep their fleet memory (planner.memory.path: default) in a directory of
+# this session, never in the user's ~/.local/state, nor in another session's
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="timely_fleet_test_state_")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], ignore_errors=True)
 
 
 def _ros_available() -> bool:

@@ -10,6 +10,7 @@ Schema (see config/fleet.yaml for a commented example)::
       batching: {mode: adaptive|fixed, max_batch}
       tuf_presets: {<class>: {ert_s, alpha, beta}}
       max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s, scene_in_prompt, max_replans, term
+      memory: {path: default|off|<file>, max_age_s}   # what the robots saw (service/memory.py)
     robots: [{id, kind: drone|arm|chat|sim, skill_set, adapter: sim|tello|tello-sim|indy|indy-sim|external, host,
               origin: {x, y, z, yaw_deg} (where its own frame sits in the fleet frame), ...}]
 
@@ -106,6 +107,45 @@ DEFAULT_TUF_PRESETS = {"normal": TufParams(1.0, -2.0, 1.0), "urgent": TufParams(
 
 
 @dataclass(frozen=True)
+class MemoryParams:
+    """``planner.memory``: the fleet's memory of what its robots saw (service/memory.py)."""
+
+    #: the SQLite file: ``default`` ($XDG_STATE_HOME/timely_fleet/memory_<node name>.sqlite,
+    #: XDG_STATE_HOME defaulting to ~/.local/state), a file path, or ``off`` / '' (no memory)
+    path: str = "default"
+    #: sightings older than this are forgotten
+    max_age_s: float = rule(86400.0, gt=0, unit="seconds")
+
+
+#: planner.memory.path values that turn the memory off
+MEMORY_OFF = ("", "off")
+
+
+def memory_file(memory: MemoryParams, node_name: str) -> Path | None:
+    """The file the memory of the planner node ``node_name`` lives in (None: off): ``default`` is
+    one file per node name, so an active and a standby planner on one host keep their own."""
+    import os
+
+    path = memory.path.strip()
+    if path.lower() in MEMORY_OFF:
+        return None
+    if path == "default":
+        state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(state) / "timely_fleet" / f"memory_{node_name}.sqlite"
+    return Path(path).expanduser()
+
+
+def _memory(raw: Any) -> MemoryParams:
+    memory = MemoryParams(**take_fields(mapping_of(raw, "planner.memory", "path and max_age_s"), "planner.memory",
+                                        MemoryParams))
+    path = memory.path.strip()
+    if path.lower() not in MEMORY_OFF and path != "default" and Path(path).expanduser().is_dir():
+        raise ParamError(f"planner.memory.path {memory.path!r} is a directory: give a file path (e.g. "
+                         f"{str(Path(path) / 'memory.sqlite')!r}), 'default' or 'off'")
+    return memory
+
+
+@dataclass(frozen=True)
 class PlannerParams:
     policy: str = "timelyllm"
     engine: EngineParams = field(default_factory=EngineParams)
@@ -141,6 +181,8 @@ class PlannerParams:
     #: seconds of the active planner's silence after which a standby takes over (0: half of
     #: security.lease_s, so the new planner's first heartbeat reaches the robots before their lease ends)
     takeover_s: float = rule(0.0, ge=0.0)
+    #: the fleet's memory of what its robots saw (``planner.memory``: path, max_age_s)
+    memory: MemoryParams = field(default_factory=MemoryParams)
 
 
 CONSTRAINED_DECODING = ("grammar", "off")
@@ -148,11 +190,12 @@ ADMISSION_RULES = ("literal", "improved")  # core/batching.py ADMISSIONS
 HOPELESS_RULES = ("keep", "last", "shed")  # core/batching.py HOPELESS_MODES
 
 #: PlannerParams fields that the YAML spells as sections, and where they are written instead.
-_PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_presets",
+_PLANNER_SECTIONS = {"engine": "planner.engine", "tuf_presets": "planner.tuf_presets", "memory": "planner.memory",
                      "batching_mode": "planner.batching.mode", "max_batch": "planner.batching.max_batch"}
 _PLANNER_YAML_KEYS = ("policy", "engine", "batching", "tuf_presets", "max_instruction_chars", "max_tokens",
                       "robot_timeout_s", "network_latency_s", "constrained_decoding", "admission", "hopeless",
-                      "scene_in_prompt", "max_replans", "plan_limits", "sampling", "term", "standby", "takeover_s")
+                      "scene_in_prompt", "max_replans", "plan_limits", "sampling", "term", "standby", "takeover_s",
+                      "memory")
 PLAN_LANGUAGES = ("minispec", "arm", "chat")
 _BATCHING_KEYS = ("mode", "max_batch")
 
@@ -318,6 +361,7 @@ def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> Fl
     max_batch = batching.get("max_batch", 8)
     if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
         raise ParamError(f"planner.batching.max_batch must be an integer >= 1, got {max_batch!r}")
+    memory = _memory(raw.pop("memory", None))
     tufs_raw = raw.pop("tuf_presets", None)
     limits = _per_language(raw.pop("plan_limits", None), "planner.plan_limits", DEFAULT_PLAN_LIMITS)
     sampling = _per_language(raw.pop("sampling", None), "planner.sampling", DEFAULT_SAMPLING)
@@ -337,7 +381,7 @@ def parse_params(data: Any, known_policies: tuple[str, ...] | None = None) -> Fl
                 raise ParamError(f"{where} is missing {', '.join(sorted(missing))}")
             presets[str(name)] = TufParams(**kw).check(where)
     planner = PlannerParams(engine=engine, batching_mode=mode, max_batch=max_batch, tuf_presets=presets,
-                            plan_limits=limits, sampling=sampling, **planner_kw)
+                            plan_limits=limits, sampling=sampling, memory=memory, **planner_kw)
     if planner.constrained_decoding not in CONSTRAINED_DECODING:
         raise ParamError(f"planner.constrained_decoding must be one of {', '.join(CONSTRAINED_DECODING)}, "
                          f"got {planner.constrained_decoding!r}")

@@ -7,7 +7,8 @@ Every field of the dataclasses in :mod:`.params` (FleetParams / PlannerParams / 
 TufParams / RobotParams) becomes one parameter, so a new field gets its parameter for free.
 Names are relative and dotted, the YAML's ``planner.`` prefix dropped::
 
-    policy, engine.<field>, batching.mode, batching.max_batch, tuf_presets.<preset>.<field>,
+    policy, engine.<field>, batching.mode, batching.max_batch, memory.path, memory.max_age_s,
+    tuf_presets.<preset>.<field>,
     max_instruction_chars, max_tokens, robot_timeout_s, network_latency_s,
     robots.ids (string array), robots.<id>.<field>
 
@@ -28,7 +29,7 @@ from typing import Any, Mapping
 
 from timely_robot.config import ADAPTERS, SECURITY_MODES, ParamError, RobotParams, SecurityParams, suggest
 from llm_planner_node.config.params import (
-    DTYPES, EngineParams, FleetParams, PlannerParams, TufParams, _PLANNER_SECTIONS, parse_params)
+    DTYPES, EngineParams, FleetParams, MemoryParams, PlannerParams, TufParams, _PLANNER_SECTIONS, parse_params)
 
 #: Top-level parameters that can change while the node runs (plus every ``tuf_presets.*``).
 RUNTIME_NAMES = ("max_instruction_chars", "max_tokens", "robot_timeout_s", "network_latency_s")
@@ -78,6 +79,9 @@ _DESCRIPTIONS: dict[str, str] = {
                "falls silent, serving nothing before (up --standby)",
     "takeover_s": "seconds of the active planner's silence after which a standby takes over (0: half of "
                   "security.lease_s)",
+    "memory.path": "the fleet memory's SQLite file: default ($XDG_STATE_HOME/timely_fleet/memory_<node name>.sqlite), "
+                   "a file path, or off ('' too): no memory",
+    "memory.max_age_s": "seconds a sighting is remembered (older ones are forgotten)",
     ROBOT_IDS: "ids of the fleet's robots; each has robots.<id>.kind, skill_set, adapter and host",
     "security.mode": "robot link protection: sign (HMAC-signed segments and statuses, per-robot keys) or off",
     "security.keystore": "directory of the per-robot keys ('' = the per-user default; timely-fleet keys)",
@@ -222,6 +226,10 @@ def _planner_fields(pp: PlannerParams):
             for ef in fields(EngineParams):
                 name = f"engine.{ef.name}"
                 yield name, ef, getattr(pp.engine, ef.name), _DESCRIPTIONS.get(name, name)
+        elif f.name == "memory":
+            for mf in fields(MemoryParams):
+                name = f"memory.{mf.name}"
+                yield name, mf, getattr(pp.memory, mf.name), _DESCRIPTIONS.get(name, name)
         elif f.name in ("plan_limits", "sampling"):
             for lang, settings in getattr(pp, f.name).items():
                 for sf in fields(settings):
@@ -322,11 +330,12 @@ def from_flat(flat: Mapping[str, Any]) -> FleetParams:
             robots[parts[1]][parts[2]] = value
         elif parts[0] == "security" and len(parts) == 2:
             security[parts[1]] = value
-        elif parts[0] in ("engine", "batching") and len(parts) == 2:
+        elif parts[0] in ("engine", "batching", "memory") and len(parts) == 2:
             planner.setdefault(parts[0], {})[parts[1]] = value
         elif parts[0] in ("tuf_presets", "plan_limits", "sampling") and len(parts) == 3:
             planner.setdefault(parts[0], {}).setdefault(parts[1], {})[parts[2]] = value
-        elif len(parts) == 1 and name not in ("engine", "batching", "tuf_presets", "plan_limits", "sampling"):
+        elif len(parts) == 1 and name not in ("engine", "batching", "memory", "tuf_presets", "plan_limits",
+                                              "sampling"):
             planner[name] = value
         else:
             raise ParamError(f"'{name}' is not a parameter")

@@ -5,7 +5,9 @@ reliable, volatile, keep last :data:`JOURNAL_DEPTH`) as deltas: every :data:`JOU
 the goals that changed since the last one (a goal started or re-planned, a segment sent, a
 segment reported ended: only those goals, and the ids of those that ended; empty, it is the
 heartbeat), and within :data:`JOURNAL_MIN_S` when the action server accepted goals (so a takeover
-keeps them), so what it costs grows with the rate of changes, not with the fleet. A snapshot (every goal in flight) goes to a standby
+keeps them), so what it costs grows with the rate of changes, not with the fleet. Each journal also
+carries the fleet memory's sightings recorded since the last one (each once; a snapshot carries
+only those, never older ones), which a standby records in its own memory. A snapshot (every goal in flight) goes to a standby
 that asks for one (``timely_fleet/JournalAck`` on ``planner/journal_ack``: it started late, or a gap
 in the journals' sequence numbers shows it missed one) and, while a standby follows, every
 :data:`SNAPSHOT_PERIOD_S`. With no standby following (none announced on ``planner/active`` for
@@ -53,10 +55,12 @@ from timely_fleet.msg import JournalAck, JournalGoal, PlannerJournal, PlannerRol
 from timely_robot.skills import DEFAULT_SKILL_SETS, SkillCall
 from llm_planner_node.core.task_model import Progress, Segment
 from llm_planner_node.core.text import safe_text
+from llm_planner_node.ros.memory_server import sighting_msg, sighting_of_msg
 from llm_planner_node.ros.messages import JOURNAL_ACK_TOPIC, JOURNAL_TOPIC, LATCHED_QOS, ROLE_TOPIC
 from timely_robot.link.signing import Counter, RobotKey, mac_bytes, message_fields, sign, verify
 from llm_planner_node.service.ports import GoalIn
 from llm_planner_node.service.failover_role import JOURNAL_PERIOD_S, JournalOut
+from llm_planner_node.service.memory import Sighting
 from llm_planner_node.service.takeover import JournalEntry, JournalReplica, aged
 
 #: While a standby follows, a snapshot of every goal in flight goes out this often (a delta the
@@ -76,6 +80,8 @@ STANDBY_GONE_S = 3.0
 
 #: Goals a journal may carry (a rogue's oversize journal is dropped whole).
 MAX_JOURNAL_GOALS = 10_000
+#: Sightings a journal may carry (the active planner keeps at most service/memory.MAX_PENDING new ones).
+MAX_JOURNAL_SIGHTINGS = 10_000
 
 #: planner/journal_ack: acknowledgements and snapshot requests, reliable, for whoever listens now.
 ACK_QOS = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
@@ -233,6 +239,8 @@ def journal_problem(msg: Any, key: RobotKey | None, kind: str = "journal") -> st
     """Why a received journal (or acknowledgement) is not trusted (None: it is)."""
     if len(getattr(msg, "goals", ())) > MAX_JOURNAL_GOALS:
         return f"oversize journal ({len(msg.goals)} goals)"
+    if len(getattr(msg, "sightings", ())) > MAX_JOURNAL_SIGHTINGS:
+        return f"oversize journal ({len(msg.sightings)} sightings)"
     if key is None:
         return None
     if not msg.mac:
@@ -244,8 +252,8 @@ def journal_problem(msg: Any, key: RobotKey | None, kind: str = "journal") -> st
 
 @dataclass
 class JournalStats:
-    """What the active planner's journal cost: journals and snapshots published, goal entries and
-    ends they carried, CPU seconds (the writer thread's, plus the scheduler thread's takes)."""
+    """What the active planner's journal cost: journals and snapshots published, goal entries,
+    ends and sightings they carried, CPU seconds (the writer thread's, plus the scheduler thread's takes)."""
 
     journals: int = 0
     snapshots: int = 0
@@ -253,6 +261,7 @@ class JournalStats:
     ended: int = 0
     cpu_s: float = 0.0
     snapshot_requests: int = 0
+    sightings: int = 0
 
 
 @dataclass
@@ -270,8 +279,12 @@ class FailoverLink:
     another planner claims a term above this one's). The writer thread starts with the link and
     stops at :meth:`destroy`."""
 
-    def __init__(self, node: Any, lease_s: float, key: RobotKey | None, counter: Counter, role: Any) -> None:
+    def __init__(self, node: Any, lease_s: float, key: RobotKey | None, counter: Counter, role: Any,
+                 on_sightings: Callable[[list[Sighting]], None] | None = None) -> None:
+        """``on_sightings(sightings)``: a standby's store for the sightings the active planner's
+        journals carry (its fleet memory; None: they are not kept)."""
         self._node = node
+        self._on_sightings = on_sightings
         self._key = key
         self._counter = counter
         self._role = role
@@ -345,7 +358,8 @@ class FailoverLink:
         t0 = time.thread_time()
         with self._publish_lock:  # not the executor's lock: a snapshot takes a while to write
             now = time.monotonic()
-            if not (out.snapshot or out.entries or out.ended) and now - self.last_published < JOURNAL_PERIOD_S * 0.9:
+            if (not (out.snapshot or out.entries or out.ended or out.sightings)
+                    and now - self.last_published < JOURNAL_PERIOD_S * 0.9):
                 return False
             pause = None if out.snapshot else GilSlices().pause
             goals = []
@@ -356,13 +370,15 @@ class FailoverLink:
             self._sequence += 1
             msg = PlannerJournal(stamp=self._node.get_clock().now().to_msg(), node=self._name, term=out.term,
                                  sequence=self._sequence, snapshot=out.snapshot, lease_s=float(self.lease_s),
-                                 link_counter=self._counter.last, goals=goals, ended_goal_ids=list(out.ended))
+                                 link_counter=self._counter.last, goals=goals, ended_goal_ids=list(out.ended),
+                                 sightings=[sighting_msg(s) for s in out.sightings])
             self._journal_pub.publish(sign_journal(msg, self._key, self._counter, between=pause))
             self.last_published = now
             st = self.stats
             st.journals += 1
             st.entries += len(goals)
             st.ended += len(out.ended)
+            st.sightings += len(out.sightings)
             if out.snapshot:
                 st.snapshots += 1
                 self.last_snapshot = now
@@ -465,6 +481,8 @@ class FailoverLink:
             return
         was_in_sync = self.replica.needs_snapshot is None
         need = self.replica.apply(msg, now)
+        if msg.sightings and self._on_sightings is not None:  # what robots saw: into this planner's memory
+            self._on_sightings([sighting_of_msg(m) for m in msg.sightings])
         if need is not None:  # asked at once, and again every SNAPSHOT_RETRY_S until a snapshot comes
             if was_in_sync or now - self._last_request >= SNAPSHOT_RETRY_S:
                 self._last_request = now

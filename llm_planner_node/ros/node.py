@@ -19,7 +19,8 @@ Lifecycle (``lifecycle_msgs``; ``timely-fleet up`` drives the transitions itself
   their robots are stopped;
 - **cleanup** and **shutdown**: end every goal, free the engine, destroy what configure created.
 
-The action, ``planner/cancel_goal``, ``planner/stop_robots|approve`` and ``/diagnostics`` exist in
+The action, ``planner/cancel_goal``, ``planner/stop_robots|approve``, ``planner/memory`` (the fleet
+memory's sightings, :mod:`.memory_server`) and ``/diagnostics`` exist in
 every state: goals and requests sent while the node is not active are refused with the reason
 (a goal is accepted and aborted with ``STATUS_REJECTED``: a ROS 2 goal rejection cannot carry a
 reason). Topics are relative to the node's namespace (:mod:`.messages`); ``/diagnostics`` carries
@@ -29,6 +30,7 @@ node's clock (``use_sim_time`` follows ``/clock``).
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from typing import Any, Callable
 
@@ -44,10 +46,11 @@ from timely_fleet.action import PlanTask
 from timely_fleet.msg import PlannerStats, RobotStatus
 from timely_fleet.srv import CancelPlan
 
-from llm_planner_node.config.params import FleetParams
+from llm_planner_node.config.params import FleetParams, memory_file
 from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.engine_api import Engine
 from llm_planner_node.core.task_model import EndKind, Request
+from llm_planner_node.ros import memory_server as memory_ros
 from llm_planner_node.ros import operator as operator_ros
 from llm_planner_node.ros.action_server import FinishLaterActionServer, mark_cancelling
 from llm_planner_node.ros.failover import FailoverLink
@@ -59,6 +62,7 @@ from llm_planner_node.ros.status_reader import StatusReader
 from llm_planner_node.service.cancel_rights import CancelRights
 from llm_planner_node.service.failover_role import FailoverRole
 from llm_planner_node.service.health_report import HealthReport, StatusReport
+from llm_planner_node.service.memory import FleetMemory
 from llm_planner_node.service.missions import MissionCoordinator
 from llm_planner_node.service.planner_service import GoalIn, PlannerService, safe_text
 from llm_planner_node.service.takeover import JournalEntry
@@ -108,6 +112,7 @@ class PlannerNode(LifecycleNode):
                                   clock=clock, ack_timeout_s=ack_timeout_s, max_resends=max_resends,
                                   robot_time_scale=robot_time_scale)
         self.service: PlannerService | None = None
+        self.memory: FleetMemory | None = None  # the fleet memory, open between configure and cleanup
         self._lock = threading.Lock()
         self.goals_callback_group = ReentrantCallbackGroup()
         # created at configure, destroyed at cleanup and shutdown (_release)
@@ -157,6 +162,7 @@ class PlannerNode(LifecycleNode):
         before = set(self.services)
         self.create_service(CancelPlan, "planner/cancel_goal", self._on_cancel_goal, callback_group=self.goals_callback_group)
         operator_ros.attach(self)  # planner/stop_robots, planner/approve (operator_ros.py)
+        memory_ros.attach(self)  # planner/memory (memory_server.py)
         self._served = [srv for srv in self.services if srv not in before]
 
     def unserve(self) -> None:
@@ -196,8 +202,22 @@ class PlannerNode(LifecycleNode):
             self.service.update_params(params)
 
     # -- lifecycle -------------------------------------------------------------------------------
+    def _open_memory(self) -> FleetMemory | None:
+        """The fleet memory of ``planner.memory`` (None: off), its file one per node name."""
+        mp = self.params.planner.memory
+        path = memory_file(mp, self.get_name())
+        if path is None:
+            return None
+        try:
+            memory = FleetMemory(path, mp.max_age_s)
+        except (sqlite3.Error, OSError, ValueError) as e:
+            raise RuntimeError(f"the fleet memory cannot be opened at {path} (planner.memory.path): {e}") from None
+        self.get_logger().info(f"fleet memory: {path} (sightings kept {mp.max_age_s:g} s)")
+        return memory
+
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         args = dict(self._service_args)
+        memory: FleetMemory | None = None
         if args["engine_factory"] is None:  # restarts (and the first engine) from the effective engine.*
             from llm_planner_node.core.clock import WallClock
             from llm_planner_node.engines.factory import engine_factory
@@ -211,10 +231,14 @@ class PlannerNode(LifecycleNode):
                 for r in self.params.robots:
                     keystore.key(r.id)  # a missing key stops here, with the sentence naming `timely-fleet keys`
             signer, verifier = LinkSigner(keystore, sec.mode), LinkVerifier(keystore, sec.mode)
-            service = PlannerService(self.params, self.ports, **args)
+            memory = self._open_memory()
+            service = PlannerService(self.params, self.ports, memory=memory, **args)
         except Exception as e:  # noqa: BLE001 - the transition fails with the reason logged
             self.get_logger().error(f"configure failed: {safe_text(str(e) or repr(e), 500)}")
+            if memory is not None:
+                memory.close()
             return TransitionCallbackReturn.FAILURE
+        self.memory = memory
         params = self.params
         self.ports.open(params, signer, service)
         self._stats_pub = self.create_publisher(PlannerStats, STATS_TOPIC, 10)
@@ -230,7 +254,7 @@ class PlannerNode(LifecycleNode):
                                                        reader.on_raw, STATUS_READER_QOS, raw=True)]
         self._link = FailoverLink(self, params.security.lease_s,
                                   journal_key(keystore, [r.id for r in params.robots]) if keystore else None,
-                                  signer.counter, self.failover)
+                                  signer.counter, self.failover, on_sightings=service.replicated_sightings)
         self.failover.attach(service, self._link, self.ports)
         self._link_timer = self.create_timer(0.05, self.failover.tick)
         self.service = service
@@ -285,6 +309,9 @@ class PlannerNode(LifecycleNode):
             self.coordinator = None
         if service is not None:
             service.close(reason)
+        memory, self.memory = self.memory, None
+        if memory is not None:
+            memory.close()
         if self.status_reader is not None:
             self.status_reader.close()
         for sub in self._status_subs:

@@ -46,13 +46,14 @@ GoalEnd = Callable[[Request | str], None]
 class JournalOut:
     """One journal for the link's writer thread: a ``snapshot`` (every goal in flight) or a delta
     (the goals that changed; ``ended``: those that ended), at ``term``; ``take_cpu_s``: what
-    taking the entries cost the scheduler thread."""
+    taking the entries cost the scheduler thread; ``sightings``: what robots saw since the last one."""
 
     term: int
     snapshot: bool
     entries: tuple[JournalEntry, ...] = ()
     ended: tuple[str, ...] = ()
     take_cpu_s: float = 0.0
+    sightings: tuple[Any, ...] = ()  # the fleet memory's new sightings (service/memory.Sighting)
 
 
 class SilenceWatch:
@@ -301,7 +302,8 @@ class FailoverRole:
         # a whole entry carries its client's cancel key (the service does not know it)
         entries = tuple(replace(e, cancel_key_sha256=key) if not e.progress_only
                         and (key := self._cancel_rights.key_of(e.goal_id)) else e for e in take.entries + tuple(fresh))
-        link.write(JournalOut(term, take.snapshot, entries, () if take.snapshot else ended, take.cpu_s))
+        link.write(JournalOut(term, take.snapshot, entries, () if take.snapshot else ended, take.cpu_s,
+                              take.sightings))
 
     # -- takeover and fencing --------------------------------------------------------------------
     def take_over(self, why: str) -> list[str]:

@@ -5,7 +5,8 @@
 intake (:mod:`.intake`), the goals in flight and busy robots (:mod:`.registry`), robot statuses
 (:mod:`.status_path`), the core's sink (:mod:`.sink`), the segment delivery protocol
 (:mod:`.delivery`), operator control (:mod:`.operator_control`), the scheduler thread
-(:mod:`.scheduler_loop`) and diagnostics (:mod:`.diagnostics`); the collaborators most of them
+(:mod:`.scheduler_loop`), diagnostics (:mod:`.diagnostics`) and, when given one, the fleet
+memory of what the robots saw (:mod:`.memory`); the collaborators most of them
 share (the core, the goals, the delivery protocol, the ports, the clock and the counters) are
 passed to each as one :class:`~.shared.Shared`. The ROS node
 (:mod:`llm_planner_node.ros.node`) is a thin shell: it converts messages and calls this service;
@@ -24,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
+from dataclasses import replace
 from typing import Callable
 
 from llm_planner_node.config.params import FleetParams
@@ -43,6 +45,8 @@ from llm_planner_node.service.delivery import SegmentDelivery
 from llm_planner_node.service.diagnostics import Diagnostics, Snapshot
 from llm_planner_node.service.engine_keeper import EngineHealth, EngineKeeper
 from llm_planner_node.service.intake import GoalIntake
+from llm_planner_node.service.memory import FleetMemory, Position, Sighting, SightingRecorder
+from llm_planner_node.service.memory import answer as memory_answer
 from llm_planner_node.service.operator_control import OperatorControl, StopOutcome
 from llm_planner_node.service.ports import GoalIn, PlannerPorts, StatusIn
 from llm_planner_node.service.poses import RobotPoses
@@ -72,7 +76,12 @@ class PlannerService:
                  engine_factory: Callable[[], Engine] | None = None,
                  prompt_builder: Callable[..., object] | None = None,
                  clock: Clock | None = None, ack_timeout_s: float = 1.0, max_resends: int = 3,
-                 robot_time_scale: float = 1.0, poses: RobotPoses | None = None) -> None:
+                 robot_time_scale: float = 1.0, poses: RobotPoses | None = None,
+                 memory: FleetMemory | None = None,
+                 position_of: Callable[[str], Position | None] | None = None) -> None:
+        """``memory``: the fleet memory the robots' sightings go to (None: none kept; the caller
+        owns it and closes it); ``position_of(robot_id)``: the robot's position in the fleet frame
+        now, for its sightings (default: :meth:`RobotPoses.fleet_position` of ``poses``)."""
         self.params = params
         self.ports = ports
         self.clock = clock or WallClock()
@@ -116,6 +125,9 @@ class PlannerService:
         #: where each robot is (the fleet frame), from the poses its statuses report; the mission
         #: coordinator reads it to weigh a robot's travel
         self.poses = poses if poses is not None else RobotPoses(params)
+        self.memory = memory
+        self.sightings = (SightingRecorder(memory, position_of or self.poses.fleet_position, ports.log)
+                          if memory is not None else None)
         self.objects = ObjectCheck()
         self._names_objects = any(r.kind in ("drone", "arm") for r in params.robots)
         if self._names_objects:  # their plans name objects: load it now, not at a first check
@@ -124,7 +136,7 @@ class PlannerService:
                                  unavailable=self._unavailable, max_pending=PENDING_GOALS_MAX, vitals=self.vitals,
                                  objects=self.objects)
         self.planner.replanner = self.intake.replan  # a plan's re_plan: the intake writes the next goal
-        self.statuses = StatusPath(shared, self._current_params, wake_up=self._wake_up)
+        self.statuses = StatusPath(shared, self._current_params, wake_up=self._wake_up, sightings=self.sightings)
         self.diagnostics = Diagnostics(shared, self.statuses)
         self.loop = SchedulerLoop(shared, self.engine_keeper, self.commands, self._wake, self._wake_up, self.statuses,
                                   self.operator, self.diagnostics)
@@ -250,7 +262,10 @@ class PlannerService:
 
     def _apply_take_journal(self, cmd: TakeJournal) -> None:
         if self._journal_publish is not None:
-            self._journal_publish(takeover.take(self.goals, self.planner, self.clock.now(), cmd.what))
+            take = takeover.take(self.goals, self.planner, self.clock.now(), cmd.what)
+            if cmd.what != "heartbeat" and self.sightings is not None:  # what robots saw since the last take
+                take = replace(take, sightings=self.sightings.take_new())
+            self._journal_publish(take)
 
     def in_flight(self, goal_id: str) -> bool:
         """Has the goal reached the core and not ended (scheduler thread)?"""
@@ -288,6 +303,20 @@ class PlannerService:
         if self._current_params().robot(robot_id) is not None:
             self.vitals.update(robot_id, measured, scene)
             self.poses.update(robot_id, pose, time.monotonic() if received is None else received)
+            # what it sees, where it is now (this report's pose); a standby hears the same reports
+            # and gets the active planner's sightings in its journal: it records none of its own
+            if scene and self.sightings is not None and self.accepting:
+                self.sightings.from_scene(robot_id, scene)
+
+    # -- fleet memory (any thread) -----------------------------------------------------------------
+    def query_memory(self, label: str, max_results: int) -> tuple[list[Sighting], str]:
+        """``planner/memory``: the newest sightings of ``label`` and one sentence (:func:`.memory.answer`)."""
+        return memory_answer(self.memory, label, max_results)
+
+    def replicated_sightings(self, sightings: list[Sighting]) -> None:
+        """Sightings the active planner journaled (this planner is its standby): into this one's memory."""
+        if self.sightings is not None and sightings:
+            self.sightings.replicated(sightings)
 
     # -- operator control (any thread) -------------------------------------------------------------
     def stop_robots(self, robot_ids: list[str], all_robots: bool, operator: str, wait_s: float) -> StopOutcome:

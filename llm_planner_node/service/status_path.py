@@ -12,7 +12,9 @@ from typing import Any, Callable
 from llm_planner_node.config.params import FleetParams
 from timely_robot.link.rules import INTERRUPTED
 from timely_robot.outcomes import RobotState
+from timely_robot.skills import skill_set_of
 from llm_planner_node.core.text import safe_text
+from llm_planner_node.service.memory import SightingRecorder
 from llm_planner_node.service.ports import MAX_ID_CHARS, StatusIn
 from llm_planner_node.service.shared import ServicePart, Shared
 
@@ -35,12 +37,15 @@ FLOOD_GRACE_S = 3.0
 class StatusPath(ServicePart):
     """Statuses in from any thread (:meth:`on_status`), applied on the scheduler thread (:meth:`drain`)."""
 
-    def __init__(self, shared: Shared, params: Callable[[], FleetParams], wake_up: Callable[[], None]) -> None:
+    def __init__(self, shared: Shared, params: Callable[[], FleetParams], wake_up: Callable[[], None],
+                 sightings: SightingRecorder | None = None) -> None:
         """``params``: the planner's current parameters; ``wake_up``: end the scheduler's wait (a
-        status is applied at once)."""
+        status is applied at once); ``sightings``: where what the robots' perception calls found
+        goes (the fleet memory; None: nowhere)."""
         super().__init__(shared)
         self._params = params
         self._wake_up = wake_up
+        self._sightings = sightings
         self._queue: queue.Queue[StatusIn] = queue.Queue(maxsize=STATUS_QUEUE_MAX)
         self._rung = False  # a status woke the scheduler, which has not drained since
         self.drops: Counter[str] = Counter()  # statuses refused before touching state, by reason
@@ -135,7 +140,12 @@ class StatusPath(ServicePart):
             # segments not ended; a start it misses it hears from the robot's answer to the resend)
             self._goals.touch(st.goal_id)
         if st.state in (DONE, FAILED, CANCELLED) and st.answers:  # a repeated report overwrites: idempotent
+            first = k not in req.answers
             req.answers[k] = tuple((safe_text(n, 200), safe_text(v, 200)) for n, v in st.answers)
+            if first and self._sightings is not None:  # remembered once per segment, not per repeat
+                g = req.goal
+                self._sightings.from_answers(st.robot_id, st.goal_id, skill_set_of(g.skill_set_id, g.robot_kind),
+                                             req.answers[k])
         if st.return_value is not None and st.state == DONE:
             req.return_value = safe_text(st.return_value, 200)
         if st.state == EXECUTING:

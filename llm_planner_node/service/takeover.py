@@ -104,12 +104,15 @@ def entries(goals: GoalRegistry, planner: Planner, now: float) -> list[JournalEn
 @dataclass(frozen=True)
 class JournalTake:
     """What the journal took from the scheduler thread at one moment: a snapshot (every goal in
-    flight) or a delta (the goals in flight that changed since the last take), and the scheduler
-    thread's CPU seconds the take cost."""
+    flight) or a delta (the goals in flight that changed since the last take), the scheduler
+    thread's CPU seconds the take cost, and the new sightings of the fleet memory."""
 
     snapshot: bool
     entries: tuple[JournalEntry, ...]
     cpu_s: float
+    #: what robots saw since the last take (service/memory.py: a standby records them in its own
+    #: memory); a snapshot carries only these, never the memory's older sightings
+    sightings: tuple[Any, ...] = ()
 
 
 def take(goals: GoalRegistry, planner: Planner, now: float, what: str = "delta") -> JournalTake:

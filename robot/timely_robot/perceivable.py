@@ -73,6 +73,34 @@ def _canonical(word: str, known: frozenset[str]) -> str:
     return w
 
 
+def _singular(word: str) -> str:
+    """A snake_case name with its last word made singular by English's regular rules (``boxes``
+    -> ``box``, ``berries`` -> ``berry``, ``cars`` -> ``car``); a name that is not a plural by them
+    is itself (``glass``)."""
+    head, _, last = word.rpartition("_")
+    if len(last) > 4 and last.endswith("ies"):
+        last = last[:-3] + "y"
+    elif len(last) > 3 and last.endswith(("sses", "xes", "zes", "ches", "shes")):
+        last = last[:-2]
+    elif len(last) > 3 and last.endswith("s") and not last.endswith(("ss", "us", "is")):
+        last = last[:-1]
+    return f"{head}_{last}" if head else last
+
+
+def thing_name(label: str) -> str:
+    """One name per thing, whatever a robot, a plan or a person calls it: snake_case lower case,
+    a common name as its COCO class (``kitty`` -> ``cat``, ``cell phone`` -> ``cell_phone``), a
+    plural as its singular (``cats`` -> ``cat``, ``boxes`` -> ``box``); '' for a label with no
+    letters or digits. What the fleet's memory files a sighting under and looks a label up by."""
+    word = "_".join(re.findall(r"[a-z0-9]+", label.lower()))
+    if word in SYNONYMS:
+        return SYNONYMS[word]
+    if word in COCO_LABELS or not word:
+        return word
+    one = _singular(word)
+    return SYNONYMS.get(one, one)
+
+
 def nameable(classes: Iterable[str]) -> tuple[str, ...]:
     """Every name a plan may give a detector's ``classes``: the classes and their common names
     (``plant`` for ``potted_plant``), which the drone's perception maps back to the class."""

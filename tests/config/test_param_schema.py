@@ -16,7 +16,8 @@ from llm_planner_node.config.schema import (RUNTIME_NAMES, from_flat, is_runtime
                                            spec_map, to_flat, validate_update)
 from timely_robot.config import SecurityParams, ADAPTERS, ParamError, RobotParams
 from llm_planner_node.config.params import (
-    DEFAULT_PARAMS, DTYPES, EngineParams, FleetParams, PlannerParams, TufParams, load_params, sim_only_policies)
+    DEFAULT_PARAMS, DTYPES, EngineParams, FleetParams, MemoryParams, PlannerParams, TufParams, load_params,
+    memory_file, parse_params, sim_only_policies)
 from llm_planner_node.ros.params import fleet_yaml_to_ros_params
 
 
@@ -36,8 +37,10 @@ def test_every_dataclass_field_is_a_parameter(fleet):
         for lang, settings in getattr(fleet.planner, section).items():
             for f in fields(settings):
                 assert f"{section}.{lang}.{f.name}" in names
+    for f in fields(MemoryParams):
+        assert f"memory.{f.name}" in names
     for f in fields(PlannerParams):
-        if f.name in ("engine", "tuf_presets", "plan_limits", "sampling"):
+        if f.name in ("engine", "tuf_presets", "plan_limits", "sampling", "memory"):
             continue
         assert {"batching_mode": "batching.mode", "max_batch": "batching.max_batch"}.get(f.name, f.name) in names
     assert "robots.ids" in names
@@ -48,7 +51,8 @@ def test_every_dataclass_field_is_a_parameter(fleet):
     for f in fields(SecurityParams):
         assert f"security.{f.name}" in names
     # nothing else: the schema is exactly the dataclasses
-    n_planner = (len(fields(PlannerParams)) - 4 + len(fields(EngineParams)) + 3 * len(fleet.planner.tuf_presets)
+    n_planner = (len(fields(PlannerParams)) - 5 + len(fields(EngineParams)) + len(fields(MemoryParams))
+                 + 3 * len(fleet.planner.tuf_presets)
                  + sum(len(fields(v)) for v in fleet.planner.plan_limits.values())
                  + sum(len(fields(v)) for v in fleet.planner.sampling.values()))
     assert len(names) == (n_planner + len(fields(SecurityParams)) + 1
@@ -230,3 +234,20 @@ def test_round_trip_of_any_valid_fleet(params):
 
 def test_sim_only_policies_are_choices_but_checked(fleet):
     assert set(sim_only_policies()) <= set(spec_map(fleet)["policy"].choices)
+
+
+def test_the_fleet_memory_file_is_one_per_node_and_its_mistakes_are_one_sentence(fleet, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert memory_file(MemoryParams(), "llm_planner_standby") == (tmp_path / "timely_fleet"
+                                                                  / "memory_llm_planner_standby.sqlite")
+    assert memory_file(MemoryParams(path="off"), "llm_planner") is None
+    assert memory_file(MemoryParams(path=""), "llm_planner") is None
+    flat = to_flat(fleet)
+    assert flat["memory.path"] == "default" and flat["memory.max_age_s"] == 86400.0
+    with pytest.raises(ParamError, match=r"^memory\.max_age_s must be > 0 \(seconds\), got 0$"):
+        from_flat({**flat, "memory.max_age_s": 0})
+    with pytest.raises(ParamError, match=r"^memory\.path '.*' is a directory: give a file path"):
+        from_flat({**flat, "memory.path": str(tmp_path)})
+    with pytest.raises(ParamError, match=r"^planner\.memory: unknown parameter 'max_age' \(did you mean 'max_age_s'"):
+        parse_params({"planner": {"memory": {"max_age": 5}}, "robots": [{"id": "d1", "kind": "drone"}]})
+    assert validate_update(fleet, {"memory.max_age_s": 60.0})[1] == read_only_reason("memory.max_age_s")

@@ -36,3 +36,13 @@ def test_the_scene_is_written_as_typefly_writes_it():
     assert scene_line([]) == "Scene: []"
     assert scene_line(["a x:0.10 y:0.20 width:0.30 height:0.40", "b"]) == "Scene: [a x:0.10 y:0.20 width:0.30 height:0.40, b]"
     assert scene_line([f"o{i}" for i in range(40)]).count(",") == MAX_SCENE_OBJECTS - 1
+
+
+def test_thing_name_is_one_name_per_thing_and_stays_put_once_given():
+    from timely_robot.perceivable import thing_name
+
+    cases = {"cats": "cat", "Kitty": "cat", "cell phones": "cell_phone", "Teddy-Bears": "teddy_bear",
+             "boxes": "box", "berries": "berry", "horses": "horse", "red cups": "red_cup", "bus": "bus",
+             "dress": "dress", "!!": ""}
+    assert {k: thing_name(k) for k in cases} == cases
+    assert all(thing_name(v) == v for v in cases.values())

@@ -7,6 +7,9 @@ thread, and what the server needs to answer agents:
 - the goals this server sent (:class:`AgentGoal`): the GoalClient handle with the goal's cancel
   secret (only this process holds it), who sent it, its segment feedback as it arrives (including
   the planner's "waiting for approval of segment k: ..." notices) and its result;
+- the missions this server sent (:class:`AgentMission`, the ``plan_mission`` action on the same
+  node): who sent it, the selector it went with, its events (allocated, refused, moved, ended) and
+  its result;
 - every goal the planner admitted and ended, from ``planner/goals`` and ``planner/results``
   (which robot is busy with which goal, whoever sent it);
 - the latest ``planner/stats``, the planner's ``/diagnostics`` statuses and each robot's latest
@@ -94,25 +97,39 @@ def result_dict(res: Any, beta: float | None = None) -> dict[str, Any]:
     return out
 
 
-@dataclass
-class AgentGoal:
-    """A goal this MCP server sent for an agent."""
+def mission_dict(res: Any) -> dict[str, Any]:
+    """A PlanMission result as send_mission returns it: the mission's status and, per task, the
+    robot the allocator chose and why, the robots it left and why, and its goal's end."""
+    from llm_planner_node.ros.mission_server import NO_GOAL
+    from llm_planner_node.service.missions import MISSION_STATUS_NAMES
 
-    goal_id: str
-    robot_id: str
-    instruction: str
-    urgency: str
-    tuf: tuple[float, float, float]
-    owner: str                      # the principal's name (token name, or the local user over stdio)
-    handle: GoalHandle
-    sent_wall: float = field(default_factory=time.time)
-    sent_mono: float = field(default_factory=time.monotonic)
-    feedback: list[Any] = field(default_factory=list)     # PlanTask.Feedback in arrival order
-    admitted: bool = False          # the planner published it on planner/goals
-    _wakers: list[Callable[[], None]] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    return {"status": MISSION_STATUS_NAMES.get(int(res.status), str(res.status)), "reason": res.reason,
+            "message": res.message,
+            "tasks": [{"task": t.task, "robot_id": t.robot_id or None, "goal_id": t.goal_id or None,
+                       "status": "NOT_STARTED" if int(t.status) == NO_GOAL else STATUS_NAMES.get(int(t.status),
+                                                                                             str(t.status)),
+                       "message": t.message, "reason": t.reason, "allocated_why": t.allocated_why,
+                       "left": [{"robot_id": r, "why": w} for r, w in zip(t.tried_robots, t.tried_why)],
+                       "plans": list(t.plans),
+                       "return_value": t.return_value if t.has_return_value else None,
+                       "answers": [{"segment": int(a.segment), "skill": a.skill, "value": a.value} for a in t.answers],
+                       "unachieved": [{"segment": int(a.segment), "skill": a.skill, "value": a.value}
+                                      for a in t.unachieved]}
+                      for t in res.tasks]}
 
-    # -- wakers: the asyncio side registers one per waiting tool call ----------------------------
+
+def event_dict(fb: Any) -> dict[str, Any]:
+    """A PlanMission feedback message: what happened to a task, on which robot and goal, and why."""
+    return {"event": fb.event, "task": fb.task, "robot_id": fb.robot_id, "goal_id": fb.goal_id, "text": fb.text}
+
+
+class _Wakeable:
+    """Wakers: the asyncio side registers one per waiting tool call (``_wakers``, ``_lock``: the
+    dataclass's fields)."""
+
+    _wakers: list[Callable[[], None]]
+    _lock: threading.Lock
+
     def watch(self, waker: Callable[[], None]) -> Callable[[], None]:
         with self._lock:
             self._wakers.append(waker)
@@ -131,6 +148,65 @@ class AgentGoal:
                 w()
             except RuntimeError:  # the waiting loop is closed
                 pass
+
+
+@dataclass
+class AgentMission(_Wakeable):
+    """A mission this MCP server sent for an agent: its events as they come, then its result."""
+
+    mission_id: str
+    instruction: str
+    robot_ids: tuple[str, ...]      # the selector sent (a token's robots already applied)
+    robot_kinds: tuple[str, ...]
+    urgency: str
+    tuf: tuple[float, float, float]
+    owner: str
+    sent_mono: float = field(default_factory=time.monotonic)
+    feedback: list[Any] = field(default_factory=list)     # PlanMission.Feedback in arrival order
+    accepted: threading.Event = field(default_factory=threading.Event)
+    _done: threading.Event = field(default_factory=threading.Event)
+    _result: Any = None
+    _wakers: list[Callable[[], None]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self) -> Any:
+        return self._result if self._done.is_set() else None
+
+    def finish(self, result: Any) -> None:
+        """The mission's end (the first one counts)."""
+        with self._lock:
+            if self._done.is_set():
+                return
+            self._result = result
+            self._done.set()
+        self.wake()
+
+    def events(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [event_dict(fb) for fb in self.feedback]
+
+
+@dataclass
+class AgentGoal(_Wakeable):
+    """A goal this MCP server sent for an agent."""
+
+    goal_id: str
+    robot_id: str
+    instruction: str
+    urgency: str
+    tuf: tuple[float, float, float]
+    owner: str                      # the principal's name (token name, or the local user over stdio)
+    handle: GoalHandle
+    sent_wall: float = field(default_factory=time.time)
+    sent_mono: float = field(default_factory=time.monotonic)
+    feedback: list[Any] = field(default_factory=list)     # PlanTask.Feedback in arrival order
+    admitted: bool = False          # the planner published it on planner/goals
+    _wakers: list[Callable[[], None]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- state ----------------------------------------------------------------------------------
     @property
@@ -201,6 +277,7 @@ class FleetBridge:
         self.operator_secret = operator_secret
         self._lock = threading.Lock()
         self.goals: "OrderedDict[str, AgentGoal]" = OrderedDict()     # this server's goals
+        self.missions: "OrderedDict[str, AgentMission]" = OrderedDict()  # this server's missions
         self.seen: "OrderedDict[str, GoalSeen]" = OrderedDict()       # every admitted goal
         self.robot_status: dict[str, dict[str, Any]] = {}
         self.stats: dict[str, Any] | None = None
@@ -208,7 +285,10 @@ class FleetBridge:
         self.diagnostics: dict[str, dict[str, Any]] = {}
         self.diagnostics_at = 0.0
         self.handshake_done = threading.Event()
+        self.mission_handshake_done = threading.Event()  # the plan_mission server answered us
+        self.mission_client: Any = None
         self._stop = threading.Event()
+        self._rclpy_lock = threading.Lock()  # no mission call into rclpy while close() destroys the client
         self._ctx: Any = None
         self.client: GoalClient | None = None
         self._spin_thread: threading.Thread | None = None
@@ -224,6 +304,13 @@ class FleetBridge:
         self.client = GoalClient(self._ctx, name=f"mcp_front_{uuid.uuid4().hex[:8]}",
                                  namespace=f"/{self.namespace}" if self.namespace else None)
         self._subscribe(self.client.node)
+        from timely_fleet.action import PlanMission
+
+        from llm_planner_node.ros.goal_client import plan_task_client
+        from llm_planner_node.ros.mission_server import MISSION_ACTION
+
+        self.PlanMission = PlanMission
+        self.mission_client = plan_task_client(self.client.node, MISSION_ACTION, PlanMission)
         self._executor = SingleThreadedExecutor(context=self._ctx)
         self._executor.add_node(self.client.node)
         self._spin_thread = threading.Thread(target=self._spin, name="mcp-ros-spin", daemon=True)
@@ -242,17 +329,42 @@ class FleetBridge:
     def _handshake(self) -> None:
         """Wait for the planner's action server and its first answer (GoalClient.wait_for_server),
         retried until it comes: goals sent before it are recovered by GoalClient's watchdog anyway."""
+        from llm_planner_node.ros.goal_client import Handshake
+
         while not self._stop.is_set() and self.client is not None:
             if self.client.wait_for_server(2.0):
                 self.handshake_done.set()
-                return
+                break
+        hs = Handshake(self.mission_client)  # the same for the plan_mission server (its own readers)
+        while not self._stop.is_set() and not hs.answered.is_set():
+            if self.mission_server_seen():
+                self._rclpy_call(hs.step)
+                time.sleep(0.02)
+            else:  # a planner without missions, or not yet discovered: look again now and then
+                time.sleep(0.1)
+        if hs.answered.is_set():
+            self.mission_handshake_done.set()
+
+    def mission_server_seen(self) -> bool:
+        """The planner's ``plan_mission`` action server is discovered (answering or not)."""
+        return bool(self._rclpy_call(self.mission_client.server_is_ready))
+
+    def _rclpy_call(self, call: Callable[[], Any]) -> Any:
+        """An rclpy call from a thread of this bridge, unless it is closing (None then)."""
+        with self._rclpy_lock:
+            if self._stop.is_set():
+                return None
+            return call()
 
     def close(self) -> None:
         import rclpy
 
-        self._stop.set()
+        with self._rclpy_lock:
+            self._stop.set()
         if self._spin_thread is not None:
             self._spin_thread.join(timeout=2)
+        if self.mission_client is not None:
+            self.mission_client.destroy()
         if self.client is not None:
             self.client.destroy()
         if self._ctx is not None:
@@ -375,9 +487,93 @@ class FleetBridge:
         return ag
 
     def _prune_own(self) -> None:
-        done = [k for k, g in self.goals.items() if g.done]
-        for k in done[: max(0, len(done) - KEEP_FINISHED)]:
-            del self.goals[k]
+        for own in (self.goals, self.missions):
+            done = [k for k, g in own.items() if g.done]
+            for k in done[: max(0, len(done) - KEEP_FINISHED)]:
+                del own[k]
+
+    # -- missions ---------------------------------------------------------------------------------
+    def mission_server_answers(self) -> bool:
+        """The planner's ``plan_mission`` action server is there and has answered this bridge."""
+        return self.mission_handshake_done.is_set() and self.mission_server_seen()
+
+    def send_mission(self, owner: str, instruction: str, robot_ids: tuple[str, ...], robot_kinds: tuple[str, ...],
+                     urgency: str, tuf: tuple[float, float, float]) -> AgentMission:
+        """Send a ``plan_mission`` goal. Its answer lost on the way (DDS discovery settling, a
+        loaded planner) is recovered as GoalClient recovers a goal's: after GOAL_ANSWER_S the
+        planner is asked for the mission's result by id, and one it never received is sent again
+        under the same id (so it can never run twice), at most GOAL_TRIES times."""
+        from unique_identifier_msgs.msg import UUID
+
+        from llm_planner_node.ros.goal_client import GOAL_ANSWER_S, GOAL_TRIES, request_result
+
+        ert, alpha, beta = tuf
+        goal = self.PlanMission.Goal(instruction=instruction, robot_ids=list(robot_ids), robot_kinds=list(robot_kinds),
+                                     ert_s=ert, alpha=alpha, beta=beta)
+        goal_uuid = uuid.uuid4().bytes
+        am = AgentMission(goal_uuid.hex(), instruction, robot_ids, robot_kinds, urgency, tuf, owner)
+        with self._lock:
+            self.missions[am.mission_id] = am
+            self._prune_own()
+        answered = threading.Event()
+        tries = [0]
+
+        def feedback(msg: Any) -> None:   # the spin thread
+            with am._lock:
+                am.feedback.append(msg.feedback)
+            am.wake()
+
+        def got_result(fut: Any) -> None:
+            response = fut.result()
+            if response.status == 0:  # GoalStatus.STATUS_UNKNOWN: the planner never got it
+                if tries[0] < GOAL_TRIES:
+                    send_once()
+                else:
+                    am.finish(self.PlanMission.Result(status=self.PlanMission.Result.STATUS_REJECTED,
+                                                      reason="rejected",
+                                                      message=f"the planner did not receive the mission after "
+                                                              f"{GOAL_TRIES} tries"))
+                return
+            am.accepted.set()
+            am.finish(response.result)
+
+        def responded(fut: Any) -> None:
+            if answered.is_set():
+                return
+            answered.set()
+            gh = fut.result()
+            if gh is None or not gh.accepted:
+                am.finish(self.PlanMission.Result(status=self.PlanMission.Result.STATUS_REJECTED, reason="rejected",
+                                                  message="the planner's action server did not accept the mission"))
+                return
+            am.accepted.set()
+            am.wake()
+            gh.get_result_async().add_done_callback(got_result)
+
+        def unanswered() -> None:  # a timer thread
+            if answered.is_set() or am.done:
+                return
+            answered.set()  # from here on the result query decides (a late goal answer is ignored)
+            got = self._rclpy_call(lambda: request_result(self.mission_client, goal_uuid))
+            if got is not None:
+                got[1].add_done_callback(got_result)
+
+        def send_once() -> None:
+            tries[0] += 1
+            answered.clear()
+            fut = self._rclpy_call(lambda: self.mission_client.send_goal_async(
+                goal, feedback_callback=feedback, goal_uuid=UUID(uuid=list(goal_uuid))))
+            if fut is None:
+                am.finish(self.PlanMission.Result(status=self.PlanMission.Result.STATUS_REJECTED, reason="rejected",
+                                                  message="the MCP server is shutting down"))
+                return
+            fut.add_done_callback(responded)
+            timer = threading.Timer(GOAL_ANSWER_S, unanswered)
+            timer.daemon = True
+            timer.start()
+
+        send_once()
+        return am
 
     def resolve(self, goal_id: str) -> tuple[str, AgentGoal | None, GoalSeen | None]:
         """(full goal id, this server's goal or None, the planner's record or None) for a goal id

@@ -1,10 +1,12 @@
 """The MCP tools and resources of ``timely-fleet mcp`` (official MCP Python SDK, ``MCPServer``).
 
-Tools (names fixed): ``list_robots``, ``send_goal``, ``goal_status``, ``cancel_goal``,
-``fleet_status``; resources: one per skill set of the fleet (``timely-fleet://skill-sets/<id>``).
-Every goal is an ordinary ``PlanTask`` goal of the running planner (:mod:`.bridge`), so the
-planner's validation, budgets, fence and approvals apply as to any other; a held segment shows as
-the goal's state ("waiting for approval of segment k: ...").
+Tools (names fixed): ``list_robots``, ``send_goal``, ``send_mission``, ``goal_status``,
+``cancel_goal``, ``fleet_status``; resources: one per skill set of the fleet
+(``timely-fleet://skill-sets/<id>``). Every goal is an ordinary ``PlanTask`` goal of the running
+planner (:mod:`.bridge`), so the planner's validation, budgets, fence and approvals apply as to any
+other; a held segment shows as the goal's state ("waiting for approval of segment k: ..."). A
+mission is an ordinary ``PlanMission`` goal: the planner chooses the robot (docs/guides/missions.md)
+among those the caller may task.
 
 Rights: over stdio the agent is the local user (every robot and urgency; operator when the server
 holds the operator secret); over HTTP each request carries a bearer token of the token file
@@ -27,8 +29,8 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
-from llm_planner_node.agents_mcp.bridge import (AgentGoal, FleetBridge, PlannerNotRunning, feedback_dict, is_approval_notice, late_segments,
-                     result_dict)
+from llm_planner_node.agents_mcp.bridge import (AgentGoal, AgentMission, FleetBridge, PlannerNotRunning, feedback_dict,
+                                                is_approval_notice, late_segments, mission_dict, result_dict)
 from llm_planner_node.agents_mcp.tokens import Principal, TokenFile
 
 log = logging.getLogger("timely_fleet.mcp")
@@ -51,7 +53,11 @@ the robot executes them as they come (progress notifications, one per segment). 
 goal at a time. Every goal passes the planner's validation, safety budgets, geofence and operator
 approvals like any other goal; a segment held for approval shows as the goal's state ("waiting for
 approval of segment k: ..."), which only a human operator can answer. goal_status follows a goal,
-cancel_goal cancels a goal you sent, fleet_status shows the planner's queue, engine and robots."""
+cancel_goal cancels a goal you sent, fleet_status shows the planner's queue, engine and robots.
+send_mission gives the fleet one instruction without naming the robot: the planner chooses one
+that can do it (from what the robots declare: things they perceive, places, skills) and is free,
+runs it as a goal there, moves it to another robot when the first refuses or fails, and returns
+who did it, why, and the goal's result."""
 
 
 class FleetMCP(MCPServer):
@@ -107,6 +113,42 @@ def refusal_sentence(reason: str, bridge: FleetBridge) -> str:
     return reason
 
 
+def mission_refusal_sentence(message: str) -> str:
+    """A mission the planner refused (REJECTED) as the tool's error: the field first."""
+    if message.startswith("no robot"):  # an unknown robot or kind of the selector
+        return f"robots: {message}"
+    if message.startswith(("the mission has no instruction", "the instruction names nothing")):
+        return f"instruction: {message}"
+    return message
+
+
+def mission_progress_text(fb: Any) -> str:
+    """One mission event as a progress notification: ``t1 allocated: tello_1 (why)``."""
+    return f"{fb.task} {fb.event}: {fb.robot_id} ({fb.text})" if fb.robot_id else f"{fb.task} {fb.event}: {fb.text}"
+
+
+class GoneCheck:
+    """Whether the planner's action server has been unseen long enough to count as gone (checked
+    every GONE_CHECK_S while a tool waits on a goal or mission)."""
+
+    def __init__(self, bridge: FleetBridge) -> None:
+        self.bridge = bridge
+        self.next_check = time.monotonic() + GONE_CHECK_S
+        self.since: Optional[float] = None
+
+    def gone(self, now: float) -> bool:
+        if now < self.next_check:
+            return False
+        self.next_check = now + GONE_CHECK_S
+        if self.bridge.planner_running():
+            self.since = None
+        elif self.since is None:
+            self.since = now
+        elif now - self.since >= self.bridge.planner_gone_after_s(PLANNER_GONE_S):
+            return True
+        return False
+
+
 def skill_set_info(skill_set_id: str) -> dict[str, Any]:
     from timely_robot.skills import DEFAULT_SKILL_SETS
 
@@ -154,6 +196,7 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
     preset_names = tuple(presets)
     default_urgency = "normal" if "normal" in presets else preset_names[0]
     robots = {r.id: r for r in params.robots}
+    robots_by_id = robots  # send_mission's argument `robots` (the selector) shadows `robots`
     Urgency = Literal.__getitem__(preset_names)  # the fleet YAML's planner.tuf_presets
     preset_text = ", ".join(f"{n} (ert_s {p.ert_s:g}, alpha {p.alpha:g}, beta {p.beta:g})" for n, p in presets.items())
     server = FleetMCP("timely-fleet", title="timely_fleet robot fleet", instructions=INSTRUCTIONS,
@@ -178,6 +221,24 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
 
     def visible(who: Principal, robot_id: str) -> bool:
         return who.operator or who.may_task(robot_id)
+
+    def tuf_of(who: Principal, urgency: Optional[str], ert_s: Optional[float], alpha: Optional[float],
+               beta: Optional[float], what: str) -> tuple[str, tuple[float, float, float]]:
+        """(the urgency as the goal's record names it, its (ert_s, alpha, beta)): the preset with any
+        explicit value over it, when the caller's token allows them (else a ToolError naming the field)."""
+        name = urgency or default_urgency
+        explicit = [f for f, v in (("ert_s", ert_s), ("alpha", alpha), ("beta", beta)) if v is not None]
+        if who.urgencies is not None:
+            if explicit:
+                raise ToolError(f"{'/'.join(explicit)}: the token '{who.name}' may use only the urgency presets "
+                                f"{', '.join(sorted(who.urgencies))}, not an explicit time-utility function")
+            if name not in who.urgencies:
+                raise ToolError(f"urgency: the token '{who.name}' may not send '{name}' {what} "
+                                f"(its urgencies: {', '.join(sorted(who.urgencies)) or 'none'})")
+        p = presets[name]
+        tuf = (p.ert_s if ert_s is None else ert_s, p.alpha if alpha is None else alpha,
+               p.beta if beta is None else beta)
+        return (name if not explicit else f"{name} ({', '.join(explicit)} set)"), tuf
 
     # -- list_robots -------------------------------------------------------------------------------
     @server.tool(name="list_robots", structured_output=True,
@@ -263,21 +324,9 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
         if not who.may_task(robot_id):
             raise ToolError(f"robot_id: the token '{who.name}' may not task robot '{robot_id}' "
                             f"(its robots: {who.describe_robots()})")
-        name = urgency or default_urgency
-        explicit = [f for f, v in (("ert_s", ert_s), ("alpha", alpha), ("beta", beta)) if v is not None]
-        if who.urgencies is not None:
-            if explicit:
-                raise ToolError(f"{'/'.join(explicit)}: the token '{who.name}' may use only the urgency presets "
-                                f"{', '.join(sorted(who.urgencies))}, not an explicit time-utility function")
-            if name not in who.urgencies:
-                raise ToolError(f"urgency: the token '{who.name}' may not send '{name}' goals "
-                                f"(its urgencies: {', '.join(sorted(who.urgencies))})")
-        p = presets[name]
-        tuf = (p.ert_s if ert_s is None else ert_s, p.alpha if alpha is None else alpha,
-               p.beta if beta is None else beta)
+        label, tuf = tuf_of(who, urgency, ert_s, alpha, beta, "goals")
         await planner_or_refuse()
-        ag = bridge.send(who.name, robot_id, instruction, name if not explicit else f"{name} ({', '.join(explicit)} set)",
-                         tuf)
+        ag = bridge.send(who.name, robot_id, instruction, label, tuf)
         log.info("goal %s for %s sent for '%s'", ag.goal_id[:8], robot_id, who.name)
         if not wait:
             await watch_goal(ag, ctx, time.monotonic() + ANSWER_WAIT_S, report=False, until_admitted=True)
@@ -309,7 +358,7 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
         unwatch = ag.watch(lambda: loop.call_soon_threadsafe(event.set))
         sent = 0
         reported: set[int] = set()
-        next_check, gone_since = time.monotonic() + GONE_CHECK_S, None
+        gone = GoneCheck(bridge)
         try:
             while True:
                 event.clear()
@@ -333,16 +382,10 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
                 remaining = deadline - now
                 if remaining <= 0:
                     return False
-                if now >= next_check:  # a planner killed without a goodbye: say so, do not wait timeout_s
-                    next_check = now + GONE_CHECK_S
-                    if bridge.planner_running():
-                        gone_since = None
-                    elif gone_since is None:
-                        gone_since = now
-                    elif now - gone_since >= bridge.planner_gone_after_s(PLANNER_GONE_S):
-                        raise ToolError(f"the planner stopped while goal {ag.goal_id[:8]} ran on robot '{ag.robot_id}': "
-                                        f"its action server in {bridge.where()} disappeared; the robot's adapter stops "
-                                        "the robot when the planner's lease runs out")
+                if gone.gone(now):  # a planner killed without a goodbye: say so, do not wait timeout_s
+                    raise ToolError(f"the planner stopped while goal {ag.goal_id[:8]} ran on robot '{ag.robot_id}': "
+                                    f"its action server in {bridge.where()} disappeared; the robot's adapter stops "
+                                    "the robot when the planner's lease runs out")
                 try:
                     await asyncio.wait_for(event.wait(), min(remaining, POLL_S))
                 except asyncio.TimeoutError:
@@ -357,6 +400,126 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
         return (f"{ag.robot_id}: segment {d['index']}: {d['text'].strip()!r} -> {', '.join(d['skills']) or '-'} "
                 f"(queued {d['queue_s'] * 1000:.0f} ms, generated in {d['generation_s'] * 1000:.0f} ms)"
                 f"{' [final]' if d['final'] else ''}")
+
+    # -- send_mission ------------------------------------------------------------------------------
+    @server.tool(name="send_mission", structured_output=True,
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                                             open_world_hint=True),
+                 description=(
+                     "Give the fleet one instruction without naming the robot: the planner chooses a robot that can "
+                     "do it (from what each robot declares: the things it perceives or holds, its places, its "
+                     "skills; never the model) and is free (no goal running, battery and link fine), runs it there "
+                     "as a goal and moves it to the next able robot when the first refuses it or fails. robots "
+                     "narrows the choice (robot ids or kinds, comma-separated); a token limited to some robots "
+                     "narrows it to those. The deadline is as send_goal's: an urgency preset "
+                     f"({preset_text}) or explicit ert_s/alpha/beta. Reports one progress notification per event "
+                     "(a task allocated to a robot and why, refused, moved, ended) and returns the mission's status "
+                     "(SUCCEEDED; FAILED: its goal ended otherwise; IMPOSSIBLE: no robot can, with why robot by "
+                     "robot; UNAVAILABLE: robots can but none is free; CANCELLED), its message, and per task the "
+                     "robot, why it was chosen, the robots it left and why, its goal id (goal_status follows it) "
+                     "and the goal's status, answers and return value. A mission the planner refuses (no "
+                     "instruction, an unknown robot or kind, an instruction naming nothing a robot declares and no "
+                     "robots, a bad time-utility function) is an error naming the field."))
+    async def send_mission(
+        instruction: Annotated[str, Field(description='the task in natural language, e.g. "find the cat"',
+                                          max_length=20000)],
+        ctx: Context,
+        robots: Annotated[Optional[str], Field(description=(
+            "only these robots or kinds, comma-separated: robot ids from list_robots or kinds (drone, arm, base, "
+            "chat), e.g. 'tello_1,tello_2' or 'drone'; default: any robot this caller may task"), max_length=4000)] = None,
+        urgency: Annotated[Optional[Urgency], Field(
+            description=f"time-utility preset of the planner's fleet YAML (default {default_urgency}): {preset_text}")] = None,
+        ert_s: Annotated[Optional[float], Field(
+            description="explicit expected response time (s, > 0): overrides the preset's")] = None,
+        alpha: Annotated[Optional[float], Field(
+            description="explicit utility slope after the ERT (per second, <= 0): overrides the preset's")] = None,
+        beta: Annotated[Optional[float], Field(
+            description="explicit maximum utility (> 0): overrides the preset's")] = None,
+        timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S, description=(
+            "how long to wait for the mission's end (s); it goes on after it (its task's goal: goal_status, "
+            "cancel_goal)"))] = DEFAULT_TIMEOUT_S,
+    ) -> dict[str, Any]:
+        from llm_planner_node.service.missions import parse_selector
+
+        who = principal(ctx)
+        if who.robots is not None and not who.robots:
+            raise ToolError(f"the token '{who.name}' may task no robot, so it may send no mission")
+        ids, kinds = parse_selector(robots or "")
+        unknown = [n for n in ids if n not in robots_by_id]
+        if unknown:
+            listed = [r for r in robots_by_id if who.may_task(r)]
+            shown = ", ".join(listed[:20]) + (f", ... ({len(listed)} in all)" if len(listed) > 20 else "")
+            kinds_seen = dict.fromkeys(r.kind for r in params.robots if who.may_task(r.id))
+            raise ToolError(f"robots: unknown robot '{unknown[0][:64]}' (robots: {shown or 'none for this caller'}; "
+                            f"kinds: {', '.join(kinds_seen) or 'none'})")
+        if who.robots is not None:  # the selector sent: the requested robots that the token may task
+            allowed = [r.id for r in params.robots if who.may_task(r.id) and (not ids or r.id in ids)
+                       and (not kinds or r.kind in kinds)]
+            if not allowed:
+                asked = f"the robots this mission names ({', '.join([*ids, *kinds])})" if ids or kinds else \
+                    "the fleet's robots"
+                raise ToolError(f"robots: the token '{who.name}' may task none of {asked} (its robots: "
+                                f"{who.describe_robots()}); the mission was not sent")
+            ids = allowed
+        label, tuf = tuf_of(who, urgency, ert_s, alpha, beta, "missions")
+        await planner_or_refuse()
+        seen_by = time.monotonic() + PLANNER_WAIT_S   # the plan_mission server seen by then,
+        answered_by = seen_by + ANSWER_WAIT_S          # and answering our handshake by then
+        while not bridge.mission_server_answers():
+            now = time.monotonic()
+            if now > answered_by or (now > seen_by and not bridge.mission_server_seen()):
+                raise ToolError(f"the planner in {bridge.where()} serves no 'plan_mission' action (or it does not "
+                                "answer): missions need a planner that serves them (`timely-fleet up`)")
+            await asyncio.sleep(0.05)
+        am = bridge.send_mission(who.name, instruction, tuple(ids), tuple(kinds), label, tuf)
+        log.info("mission %s sent for '%s' (robots: %s)", am.mission_id[:8], who.name,
+                 ", ".join([*ids, *kinds]) or "any")
+        if await watch_mission(am, ctx, time.monotonic() + timeout_s):
+            res = mission_dict(am.result())
+            if res["status"] == "REJECTED":  # the mission itself is not acceptable
+                raise ToolError(mission_refusal_sentence(res["message"]))
+            return {**mission_head(am), **res, "events": am.events()}
+        goals = [e["goal_id"] for e in am.events() if e["goal_id"]]
+        follow = f": follow its task's goal with goal_status('{goals[-1]}')" if goals else ""
+        return {**mission_head(am), "status": "RUNNING", "events": am.events(),
+                "message": f"no result within timeout_s={timeout_s:g} s; the mission goes on{follow}"}
+
+    def mission_head(am: AgentMission) -> dict[str, Any]:
+        return {"mission_id": am.mission_id, "instruction": am.instruction,
+                "robots": {"ids": list(am.robot_ids), "kinds": list(am.robot_kinds)}, "urgency": am.urgency,
+                "tuf": {"ert_s": am.tuf[0], "alpha": am.tuf[1], "beta": am.tuf[2]}}
+
+    async def watch_mission(am: AgentMission, ctx: Context, deadline: float) -> bool:
+        """Wait for the mission's end (True) or the deadline (False), one progress notification per event."""
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        unwatch = am.watch(lambda: loop.call_soon_threadsafe(event.set))
+        sent = 0
+        gone = GoneCheck(bridge)
+        try:
+            while True:
+                event.clear()
+                with am._lock:
+                    new = list(am.feedback[sent:])
+                for fb in new:
+                    sent += 1
+                    await ctx.report_progress(sent, None, mission_progress_text(fb))
+                if am.done:
+                    return True
+                now = time.monotonic()
+                remaining = deadline - now
+                if remaining <= 0:
+                    return False
+                if gone.gone(now):
+                    raise ToolError(f"the planner stopped while mission {am.mission_id[:8]} ran: its action server "
+                                    f"in {bridge.where()} disappeared; the robot's adapter stops the robot when the "
+                                    "planner's lease runs out")
+                try:
+                    await asyncio.wait_for(event.wait(), min(remaining, POLL_S))
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            unwatch()
 
     # -- goal_status -------------------------------------------------------------------------------
     @server.tool(name="goal_status", structured_output=True,

@@ -27,12 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def selector(text: str) -> tuple[list[str], list[str]]:
-    """``--robots``: the robot kinds and ids it names (a known kind is a kind, anything else an id)."""
-    from timely_robot.skills import ROBOT_KINDS
+    """``--robots``: the robot ids and kinds it names (a known kind is a kind, anything else an id)."""
+    from llm_planner_node.service.missions import parse_selector
 
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    kinds = [n for n in names if n in ROBOT_KINDS]
-    return [n for n in names if n not in kinds], kinds
+    return parse_selector(text)
 
 
 def run(args: argparse.Namespace) -> int:

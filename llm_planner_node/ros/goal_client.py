@@ -177,9 +177,9 @@ class Handshake:
         self._interval = min(2 * self._interval, HANDSHAKE_MAX_TRY_S)
 
 
-def plan_task_client(node: Any, action_name: str = "plan_task") -> Any:
-    """An rclpy ``ActionClient`` for ``plan_task`` (burst-sized QoS) whose futures the executor
-    does not track.
+def plan_task_client(node: Any, action_name: str = "plan_task", action_type: Any = None) -> Any:
+    """An rclpy ``ActionClient`` for ``plan_task`` (or ``action_type``'s action, e.g. PlanMission,
+    under ``action_name``; burst-sized QoS) whose futures the executor does not track.
 
     rclpy's ActionClient registers every pending goal, result and cancel future with itself, and
     its executor re-binds each of them (``Future._set_executor``) every time the client has
@@ -199,20 +199,21 @@ def plan_task_client(node: Any, action_name: str = "plan_task") -> Any:
         def remove_future(self, future: Any) -> None:
             pass
 
-    return _UntrackedFuturesClient(node, PlanTask, action_name, **action_qos_kwargs())
+    return _UntrackedFuturesClient(node, action_type or PlanTask, action_name, **action_qos_kwargs())
 
 
-def answering_action_client(node: Any, action_name: str, timeout_s: float, executor: Any = None) -> tuple[Any, Any]:
-    """``(client, executor)``: a ``plan_task`` ActionClient on ``node`` once its server is seen and
-    has answered the handshake, spinning ``node`` on ``executor`` (a new single-threaded one if
-    None) in this thread meanwhile; TimeoutError after ``timeout_s``."""
+def answering_action_client(node: Any, action_name: str, timeout_s: float, executor: Any = None,
+                            action_type: Any = None) -> tuple[Any, Any]:
+    """``(client, executor)``: a ``plan_task`` (or ``action_type``) ActionClient on ``node`` once its
+    server is seen and has answered the handshake, spinning ``node`` on ``executor`` (a new
+    single-threaded one if None) in this thread meanwhile; TimeoutError after ``timeout_s``."""
     from rclpy.executors import SingleThreadedExecutor
 
     ex = executor
     if ex is None:
         ex = SingleThreadedExecutor(context=node.context)
         ex.add_node(node)
-    client = plan_task_client(node, action_name)
+    client = plan_task_client(node, action_name, action_type)
     deadline = time.monotonic() + timeout_s
     while not client.server_is_ready():
         if time.monotonic() > deadline:

@@ -1,16 +1,23 @@
 """The ``plan_mission`` action server: a mission goal handed to the service's
 :class:`~llm_planner_node.service.missions.MissionCoordinator`, its events as feedback and its end
-as the result. Thin: the coordinator decides everything."""
+as the result. Thin: the coordinator decides everything.
+
+Every mission received is also published on ``planner/missions`` (``MissionRecord``) and its end
+on ``planner/mission_results`` (``MissionResult``), as goals are on ``planner/goals`` and
+``planner/results``: action goals travel on services a recorder cannot see, and ``timely-fleet
+record`` / ``replay`` / ``report`` read these."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any, Callable
 
 from rclpy.action import CancelResponse, GoalResponse
 from timely_fleet.action import PlanMission
-from timely_fleet.msg import MissionTask
+from timely_fleet.msg import MissionRecord, MissionResult, MissionTask
 
+from timely_robot.link.ros import STATUS_QOS
 from timely_robot.outcomes import RejectReason, Rejection
 from llm_planner_node.core.task_model import Request
 from llm_planner_node.ros.action_server import FinishLaterActionServer, settle
@@ -18,6 +25,9 @@ from llm_planner_node.ros.messages import action_qos_kwargs, build_result, rejec
 from llm_planner_node.service.missions import MissionCoordinator, MissionEnd, MissionEvent, MissionIn, MissionStatus, TaskRun
 
 MISSION_ACTION = "plan_mission"
+#: every mission as received and as it ended (relative, as planner/goals and planner/results)
+MISSIONS_TOPIC = "planner/missions"
+MISSION_RESULTS_TOPIC = "planner/mission_results"
 Result = PlanMission.Result
 #: the one map from a mission's end to its result status
 MISSION_STATUS_OF: dict[MissionStatus, int] = {
@@ -62,15 +72,33 @@ class MissionServer:
                                                **action_qos_kwargs("server"))
         self._timer = node.create_timer(FinishLaterActionServer.STATUS_PERIOD_S, self._server.flush_status,
                                         callback_group=callback_group)
+        self._record_pub = node.create_publisher(MissionRecord, MISSIONS_TOPIC, STATUS_QOS)
+        self._result_pub = node.create_publisher(MissionResult, MISSION_RESULTS_TOPIC, STATUS_QOS)
+        self._instructions: dict[bytes, str] = {}  # action goal id -> its instruction, for its result record
+        self._pub_lock = threading.Lock()  # a mission may end on the scheduler thread while the server is destroyed
         self._node = node
 
     def destroy(self) -> None:
         self._node.destroy_timer(self._timer)
         self._server.destroy()
+        with self._pub_lock:
+            pubs, self._record_pub, self._result_pub = (self._record_pub, self._result_pub), None, None
+        for pub in pubs:
+            self._node.destroy_publisher(pub)
+
+    def _publish(self, which: str, msg: Any) -> None:
+        with self._pub_lock:
+            pub = getattr(self, which)
+            if pub is not None:
+                pub.publish(msg)
 
     def _start(self, handle: Any) -> None:
         g = handle.request
         mission_id = uuid.UUID(bytes=bytes(handle.goal_id.uuid)).hex
+        self._instructions[bytes(handle.goal_id.uuid)] = g.instruction
+        self._publish("_record_pub", MissionRecord(
+            mission_id=mission_id, stamp=self._node.get_clock().now().to_msg(), instruction=g.instruction,
+            robot_ids=list(g.robot_ids), robot_kinds=list(g.robot_kinds), ert_s=g.ert_s, alpha=g.alpha, beta=g.beta))
         coordinator = self._coordinator()
         if coordinator is None:
             self._refuse(handle, Rejection(RejectReason.NOT_ACTIVE, "the planner is not configured: it accepts no missions now"))
@@ -92,10 +120,16 @@ class MissionServer:
                                                          goal_id=e.goal_id, text=e.text))
 
     def _end(self, handle: Any, end: MissionEnd) -> None:
-        self._ids.pop(bytes(handle.goal_id.uuid), None)
+        key = bytes(handle.goal_id.uuid)
+        self._ids.pop(key, None)
         if handle.is_active:
             settle(handle, end.status is MissionStatus.SUCCEEDED, end.status is MissionStatus.CANCELLED)
-        self._server.finish_goal(handle, result_of(end))
+        res = result_of(end)
+        self._publish("_result_pub", MissionResult(
+            mission_id=uuid.UUID(bytes=key).hex, stamp=self._node.get_clock().now().to_msg(),
+            instruction=self._instructions.pop(key, ""), status=res.status, message=res.message, reason=res.reason,
+            tasks=res.tasks))
+        self._server.finish_goal(handle, res)
 
     def _on_cancel(self, handle: Any) -> CancelResponse:
         mission_id = self._ids.get(bytes(handle.goal_id.uuid))

@@ -261,7 +261,7 @@ class PlannerNode(LifecycleNode):
         self.coordinator = MissionCoordinator(service, lambda: self.params,
                                               battery_pct=lambda rid: service.vitals.battery(rid, MISSION_VITALS_S),
                                               link_age_s=lambda rid: service.vitals.link_silent_s(rid, MISSION_VITALS_S),
-                                              position=service.poses.fleet_position)
+                                              position=service.poses.fleet_position, goal_ended=self.ports.goal_ended)
         service.start()
         pp = params.planner
         self.get_logger().info(f"planner configured: policy={pp.policy}, engine={pp.engine.kind}, "

@@ -151,17 +151,23 @@ class RosPorts:
                                 f"{safe_text(outcome, 300)}")
             handle.abort()
             return rejected_result(outcome)
-        req, res = outcome, build_result(outcome)
-        g = req.goal
-        self._result_pub.publish(GoalResult(
-            goal_id=goal_id, stamp=self._stamp(), status=res.status, message=res.message,
-            robot_id=g.robot_id, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha, beta=g.tuf.beta,
-            plan_text=res.plan_text, plans=res.plans, segments=res.segments, response_time_s=res.response_time_s,
-            robot_waiting_s=res.robot_waiting_s, time_utility=res.time_utility,
-            has_return_value=res.has_return_value, return_value=res.return_value, answers=res.answers,
-            unachieved=res.unachieved, reason=res.reason))
-        self._log_end(goal_id, g.robot_id, res)
+        req, res = outcome, self.goal_ended(goal_id, outcome)
         settle(handle, req.end is EndKind.SUCCEEDED, req.end is EndKind.CANCELLED)
+        return res
+
+    def goal_ended(self, goal_id: str, req: Request) -> Any:
+        """A terminal goal's record on ``planner/results`` and its log line, whoever sent it (an
+        action client, or a mission whose task it ran); returns its PlanTask result."""
+        res, g = build_result(req), req.goal
+        if self._result_pub is not None:  # a mission's goal that ended after cleanup: its log line only
+            self._result_pub.publish(GoalResult(
+                goal_id=goal_id, stamp=self._stamp(), status=res.status, message=res.message,
+                robot_id=g.robot_id, task_type=g.task_type, ert_s=g.tuf.ert, alpha=g.tuf.alpha, beta=g.tuf.beta,
+                plan_text=res.plan_text, plans=res.plans, segments=res.segments, response_time_s=res.response_time_s,
+                robot_waiting_s=res.robot_waiting_s, time_utility=res.time_utility,
+                has_return_value=res.has_return_value, return_value=res.return_value, answers=res.answers,
+                unachieved=res.unachieved, reason=res.reason))
+        self._log_end(goal_id, g.robot_id, res)
         return res
 
     def _log_end(self, goal_id: str, robot_id: str, res: Any) -> None:

@@ -10,16 +10,18 @@ every robot's segments on the shared ``robot_segments`` topic, which no policy h
 the command says so).
 
 - ``planner.policy.xml``: enclave ``/timely_fleet[/NS]/planner`` (node ``llm_planner``): publish
-  every robot's ``robots/<id>/segments``, ``planner/goals|results|stats``, ``/diagnostics``;
+  every robot's ``robots/<id>/segments``, ``planner/goals|results|stats``,
+  ``planner/missions|mission_results``, ``/diagnostics``;
   subscribe every robot's ``robots/<id>/status``; publish and subscribe ``planner/journal``,
-  ``planner/journal_ack`` and ``planner/active`` (failover); execute the ``plan_task`` action; its parameter and lifecycle
+  ``planner/journal_ack`` and ``planner/active`` (failover); execute the ``plan_task`` and
+  ``plan_mission`` actions; its parameter and lifecycle
   services; ``planner_standby.policy.xml``: the same for a standby planner, enclave
   ``/timely_fleet[/NS]/planner_standby`` (node ``llm_planner_standby``);
 - ``robot_<id>.policy.xml``: one enclave per robot adapter, ``/timely_fleet[/NS]/robots/<id>``
   (node ``adapter_<id>``): subscribe only its own ``robots/<id>/segments``, publish only its own
   ``robots/<id>/status``;
 - ``operator.policy.xml``: enclave ``/timely_fleet[/NS]/operator`` for ``timely-fleet goal`` /
-  ``record``: call ``plan_task``, read the planner's and the robots' topics, publish none of them;
+  ``record``: call ``plan_task`` and ``plan_mission``, read the planner's and the robots' topics, publish none of them;
 - ``fleet.policy.xml``: all of the above in one file (what ``ros2 security create_permission``
   reads), and ``create_keystore.sh``: the ``ros2 security`` commands that build the keystore.
 
@@ -48,6 +50,8 @@ OPERATOR_NODE = "timely_fleet_operator"
 ACTION_NAME = "plan_task"
 MISSION_ACTION = "plan_mission"  # ros/mission_server.py
 PLANNER_TOPICS = ("planner/goals", "planner/results", "planner/stats")
+#: every mission as received and as it ended (ros/mission_server.py): the planner publishes, the operator reads
+MISSION_TOPICS = ("planner/missions", "planner/mission_results")
 #: The planners' journal, its acknowledgements and the role (failover): an active planner and its
 #: standby each publish and read all three; clients read the role.
 FAILOVER_TOPICS = ("planner/journal", "planner/journal_ack", "planner/active")
@@ -149,8 +153,8 @@ def add_planner_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespac
     ids = _check_ids(robot_ids)
     p = _profile(enclaves, enclave_path(name, namespace), node, namespace)
     _node_basics(p, lifecycle=True)
-    _rules(p, "topics", "topic", [segments_topic(r) for r in ids] + list(PLANNER_TOPICS) + [DIAGNOSTICS_TOPIC]
-           + list(FAILOVER_TOPICS), publish="ALLOW")
+    _rules(p, "topics", "topic", [segments_topic(r) for r in ids] + list(PLANNER_TOPICS) + list(MISSION_TOPICS)
+           + [DIAGNOSTICS_TOPIC] + list(FAILOVER_TOPICS), publish="ALLOW")
     _rules(p, "topics", "topic", [status_topic(r) for r in ids] + list(FAILOVER_TOPICS), subscribe="ALLOW")
     _rules(p, "actions", "action", [ACTION_NAME, MISSION_ACTION], execute="ALLOW")
     _rules(p, "services", "service", PLANNER_SERVICES, reply="ALLOW")
@@ -168,7 +172,7 @@ def add_operator_enclave(enclaves: ET.Element, robot_ids: Iterable[str], namespa
     ids = _check_ids(robot_ids)
     p = _profile(enclaves, enclave_path("operator", namespace), OPERATOR_NODE, namespace)
     _node_basics(p)
-    watched = list(PLANNER_TOPICS) + [DIAGNOSTICS_TOPIC, "planner/active"] + [
+    watched = list(PLANNER_TOPICS) + list(MISSION_TOPICS) + [DIAGNOSTICS_TOPIC, "planner/active"] + [
         t for r in ids for t in (segments_topic(r), status_topic(r))]
     _rules(p, "topics", "topic", watched, subscribe="ALLOW")
     _rules(p, "actions", "action", [ACTION_NAME, MISSION_ACTION], call="ALLOW")

@@ -35,9 +35,10 @@ from typing import Callable, Protocol, Sequence
 
 from timely_robot.outcomes import RejectReason, Rejection
 from timely_robot.perceivable import named_things
-from timely_robot.skills import skill_set_of
+from timely_robot.skills import ROBOT_KINDS, skill_set_of
 from llm_planner_node.config.params import FleetParams, RobotParams, perceivable_objects
 from llm_planner_node.core.task_model import EndKind, Request
+from llm_planner_node.core.tuf import tuf_problem
 from llm_planner_node.service.allocation import Choice, TaskNeed, allocate
 from llm_planner_node.service.ports import GoalIn
 from llm_planner_node.service.robot_offers import fleet_offers
@@ -59,6 +60,10 @@ class MissionStatus(str, Enum):
     UNAVAILABLE = "unavailable"  # robots can, but none is free (busy, battery, link) now
     REJECTED = "rejected"        # the mission itself is not acceptable (empty, names nothing)
     CANCELLED = "cancelled"      # its client cancelled it
+
+
+#: PlanMission.Result.STATUS_* by code: the members above in the action's order (tests check)
+MISSION_STATUS_NAMES: dict[int, str] = {i: s.name for i, s in enumerate(MissionStatus)}
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,14 @@ class MissionEnd:
     tasks: list[TaskRun]
 
 
+def parse_selector(text: str) -> tuple[list[str], list[str]]:
+    """A mission's robot selector as ``--robots`` and the MCP tool take it, comma-separated: (the
+    robot ids, the robot kinds) it names. A known robot kind is a kind, anything else an id."""
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    kinds = [n for n in names if n in ROBOT_KINDS]
+    return [n for n in names if n not in kinds], kinds
+
+
 def _words(text: str) -> list[str]:
     """The instruction's words and pairs of words as declarations spell names ("go_to", "red_box")."""
     ws = _WORD.findall(text.lower())
@@ -119,6 +132,9 @@ def mission_need(m: MissionIn, robots: Sequence[RobotParams]) -> TaskNeed | Reje
     docstring), or why the mission cannot be given to anyone."""
     if not m.instruction.strip():
         return Rejection(RejectReason.FIELD, "the mission has no instruction")
+    bad_tuf = tuf_problem(m.ert_s, m.alpha, m.beta)  # before allocation: no robot is tried for a goal every one refuses
+    if bad_tuf is not None:
+        return Rejection(RejectReason.TUF, bad_tuf)
     known = {r.id for r in robots}
     unknown = [rid for rid in m.robot_ids if rid not in known]
     if unknown:
@@ -162,7 +178,9 @@ class MissionCoordinator:
     ``battery_pct(robot)`` and ``link_age_s(robot)``: what the robot last reported (None: not
     measured); ``expected_s(robot)``: a task's predicted completion there; ``position(robot)``:
     where it is in the fleet frame (the service's :meth:`.poses.RobotPoses.fleet_position`; None:
-    not known), so a robot far from the task's thing pays for its travel. Missions' ends and
+    not known), so a robot far from the task's thing pays for its travel; ``goal_ended(goal_id,
+    request)``: a task's goal ended (every one, a moved task's first goals too), for the record
+    every goal's end gets (the node publishes it on ``planner/results``). Missions' ends and
     events are called back from the thread that ends their goal (the service's scheduler thread)
     or the caller's; a task moves to its next robot on the coordinator's own worker thread."""
 
@@ -171,8 +189,10 @@ class MissionCoordinator:
                  link_age_s: Callable[[str], float | None] = lambda _r: None,
                  expected_s: Callable[[RobotParams], float] = lambda _r: 0.0,
                  position: Callable[[str], tuple[float, float, float] | None] = lambda _r: None,
+                 goal_ended: Callable[[str, Request], None] = lambda _g, _r: None,
                  max_reallocations: int = 2, new_goal_id: Callable[[], str] = lambda: uuid.uuid4().hex) -> None:
         self.service = service
+        self._goal_ended = goal_ended
         self._fleet = fleet
         self._battery, self._link, self._expected = battery_pct, link_age_s, expected_s
         self._position = position
@@ -248,6 +268,8 @@ class MissionCoordinator:
     def _ended(self, mission: "_Mission", goal_id: str, outcome: Request | str) -> None:
         task = mission.task
         assert task is not None
+        if isinstance(outcome, Request):
+            self._goal_ended(goal_id, outcome)
         if goal_id != task.goal_id:
             return
         task.outcome = outcome if isinstance(outcome, (Request, Rejection)) else Rejection(RejectReason.CORE, str(outcome))

@@ -130,6 +130,7 @@ def test_sros2_writes_valid_policies_with_one_enclave_per_robot(tmp_path, namesp
     assert {f"robots/{r}/segments" for r in ROBOTS} <= planner["publish"]
     assert {f"robots/{r}/status" for r in ROBOTS} <= planner["subscribe"]
     assert {"planner/goals", "planner/results", "planner/stats", "/diagnostics"} <= planner["publish"]
+    assert {"planner/missions", "planner/mission_results"} <= planner["publish"]
     # failover: a planner writes and reads the journal and the role; its standby has the same rights
     assert {"planner/journal", "planner/journal_ack", "planner/active"} <= planner["publish"] & planner["subscribe"]
     assert topics_of(fleet, f"{prefix}/planner_standby") == planner
@@ -209,6 +210,9 @@ def test_policy_topic_names_are_the_nodes_topic_names():
     assert robot_link.segments_topic("alpha_1") == sp.segments_topic("alpha_1")
     assert ros_messages.ACTION_NAME == sp.ACTION_NAME
     assert (ros_messages.GOALS_TOPIC, ros_messages.RESULTS_TOPIC, ros_messages.STATS_TOPIC) == sp.PLANNER_TOPICS
+    from llm_planner_node.ros.mission_server import MISSION_RESULTS_TOPIC, MISSIONS_TOPIC
+
+    assert (MISSIONS_TOPIC, MISSION_RESULTS_TOPIC) == sp.MISSION_TOPICS
     from llm_planner_node.ros.memory_server import MEMORY_SERVICE
     from llm_planner_node.ros.operator import APPROVE_SERVICE, STOP_SERVICE
 

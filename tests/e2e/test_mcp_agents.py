@@ -240,6 +240,54 @@ def test_cancel_of_its_own_goal_works_and_of_another_clients_is_refused(fleet):
     anyio.run(main)
 
 
+def test_a_mission_goes_to_the_robot_that_can_do_it_and_succeeds(fleet):
+    async def main() -> None:
+        async with Client(stdio_server("--params", fleet.params, env=plain_env())) as c:
+            schema = {t.name: t for t in (await c.list_tools()).tools}["send_mission"].input_schema
+            assert schema["required"] == ["instruction"]
+            assert {"robots", "urgency", "ert_s", "alpha", "beta", "timeout_s"} <= set(schema["properties"])
+            # the desk is in the arm's workspace (fleet YAML objects); no drone can perceive one
+            prog = Progress()
+            r = await c.call_tool("send_mission", {"instruction": "clean the desk"}, progress_callback=prog)
+            assert not r.is_error, text(r)
+            res = r.structured_content
+            assert res["status"] == "SUCCEEDED" and res["reason"] == "succeeded", res
+            assert res["robots"] == {"ids": [], "kinds": []} and res["urgency"] == "normal"
+            [task] = res["tasks"]
+            assert task["robot_id"] == "indy_1" and task["status"] == "SUCCEEDED", task
+            assert task["allocated_why"].startswith("indy_1 (arm): able and free"), task
+            assert task["left"] == [] and re.fullmatch(r"[0-9a-f]{32}", task["goal_id"]) and task["plans"], task
+            assert re.fullmatch(r"[0-9a-f]{32}", res["mission_id"]) and res["mission_id"] != task["goal_id"]
+            # one progress notification per mission event, the allocation first
+            assert prog.items and prog.items[0][2].startswith("t1 allocated: indy_1 (indy_1 (arm): able and free"), \
+                prog.items
+            assert res["events"][0]["event"] == "allocated" and res["events"][0]["goal_id"] == task["goal_id"]
+            # the task's goal is an ordinary goal of the planner: goal_status follows it
+            st = await wait_state(c, task["goal_id"], r"[A-Z_]+$")  # its result on planner/results may come later
+            assert st["robot_id"] == "indy_1" and st["state"] == "SUCCEEDED" and st["sent_by"] == "another client", st
+
+            # an impossible mission is a result that says why, robot by robot
+            r = await c.call_tool("send_mission", {"instruction": "pick up the giraffe"})
+            assert not r.is_error, text(r)
+            res = r.structured_content
+            assert res["status"] == "IMPOSSIBLE" and res["tasks"][0]["robot_id"] is None, res
+            assert res["tasks"][0]["status"] == "NOT_STARTED" and "indy_1 cannot perceive 'giraffe'" in res["message"]
+
+            # refusals: one sentence naming the field, as send_goal's
+            e = error_of(await c.call_tool("send_mission", {"instruction": "look for the cat", "robots": "tello_9"}))
+            assert e == "robots: unknown robot 'tello_9' (robots: tello_1, tello_2, indy_1, chat_1; kinds: drone, arm, chat)", e
+            e = error_of(await c.call_tool("send_mission", {"instruction": "hum a tune"}))
+            assert e.startswith("instruction: the instruction names nothing a robot of the fleet declares"), e
+            e = error_of(await c.call_tool("send_mission", {"instruction": "look for the cat", "ert_s": -1.0}))
+            assert e.startswith("ert_s must be > 0"), e
+            e = error_of(await c.call_tool("send_mission", {"robots": "drone"}))
+            assert e == "instruction: missing (required)", e
+            e = error_of(await c.call_tool("send_mission", {"instruction": "hi", "urgency": "asap"}))
+            assert e.startswith("urgency: Input should be 'normal' or 'urgent'"), e
+
+    anyio.run(main)
+
+
 @pytest.fixture(scope="module")
 def http(fleet):
     tokens = fleet.tmp / "tokens.yaml"
@@ -336,6 +384,54 @@ def test_http_goal_with_progress_and_cancel_rights_between_tokens(http, fleet):
             assert r.structured_content["status"] == "CANCELLED", r.structured_content
             st = (await agent.call_tool("goal_status", {"goal_id": gid})).structured_content
             assert st["state"] == "CANCELLED" and st["sent_by"] == "this MCP server (agent)", st
+
+    anyio.run(main)
+
+
+def test_http_a_tokens_robots_bound_what_its_missions_may_allocate(http, fleet):
+    """The selector a mission goes with is the requested one narrowed to the token's robots: only
+    tello_1 can perceive a cat (camera and detector; tello_2 declares no perception), so a token
+    limited to tello_2 cannot have the cat found by tello_1."""
+    from llm_planner_node.agents_mcp.tokens import add_token
+
+    url, tokens, path = http
+    only2 = add_token(path, "tello2only", ("tello_2",), None, False)
+    nobody = add_token(path, "nobody", (), None, False)
+
+    async def main() -> None:
+        async with http_client(url, only2) as c:
+            r = await c.call_tool("send_mission", {"instruction": "look for the cat"})
+            assert not r.is_error, text(r)
+            res = r.structured_content
+            assert res["robots"] == {"ids": ["tello_2"], "kinds": []}, res
+            assert res["status"] == "IMPOSSIBLE" and res["tasks"][0]["robot_id"] is None, res
+            assert "tello_2 declares nothing it can perceive" in res["message"], res
+            # naming a robot outside its list does not reach it either
+            r = await c.call_tool("send_mission", {"instruction": "look for the cat", "robots": "tello_1,tello_2"})
+            assert r.structured_content["robots"]["ids"] == ["tello_2"], r.structured_content
+            assert r.structured_content["status"] == "IMPOSSIBLE", r.structured_content
+            e = error_of(await c.call_tool("send_mission", {"instruction": "look for the cat", "robots": "tello_1"}))
+            assert e == ("robots: the token 'tello2only' may task none of the robots this mission names (tello_1) "
+                         "(its robots: tello_2); the mission was not sent"), e
+        async with http_client(url, tokens["drones"]) as c:
+            r = await c.call_tool("send_mission", {"instruction": "look for the cat"})
+            assert not r.is_error, text(r)
+            res = r.structured_content
+            assert res["robots"]["ids"] == ["tello_1", "tello_2"] and res["tasks"][0]["robot_id"] == "tello_1", res
+            # the drone may already be at the cat from an earlier goal (see the goal test above)
+            assert res["tasks"][0]["status"] in ("SUCCEEDED", "NOT_ACHIEVED"), res
+            # the desk is the arm's, and the arm is not the token's: no robot of its own can
+            r = await c.call_tool("send_mission", {"instruction": "clean the desk"})
+            assert r.structured_content["status"] == "IMPOSSIBLE", r.structured_content
+            assert r.structured_content["tasks"][0]["robot_id"] is None
+            e = error_of(await c.call_tool("send_mission", {"instruction": "clean the desk", "robots": "arm"}))
+            assert e == ("robots: the token 'drones' may task none of the robots this mission names (arm) "
+                         "(its robots: tello_1, tello_2); the mission was not sent"), e
+            e = error_of(await c.call_tool("send_mission", {"instruction": "look for the cat", "urgency": "urgent"}))
+            assert e == "urgency: the token 'drones' may not send 'urgent' missions (its urgencies: normal)", e
+        async with http_client(url, nobody) as c:
+            e = error_of(await c.call_tool("send_mission", {"instruction": "look for the cat"}))
+            assert e == "the token 'nobody' may task no robot, so it may send no mission", e
 
     anyio.run(main)
 

@@ -12,9 +12,9 @@ import pytest
 from llm_planner_node.config.params import parse_params
 from llm_planner_node.core.clock import WallClock
 from llm_planner_node.engines.sim_engine import RealtimeSimEngine
-from llm_planner_node.service.missions import MissionCoordinator, MissionIn, MissionStatus, mission_need
+from llm_planner_node.service.missions import MissionCoordinator, MissionIn, MissionStatus, mission_need, parse_selector
 from llm_planner_node.service.planner_service import DONE, EXECUTING, FAILED, PlannerService, StatusIn
-from timely_robot.outcomes import Rejection
+from timely_robot.outcomes import RejectReason, Rejection
 
 ROBOTS = [{"id": "cam1", "kind": "drone", "adapter": "tello-sim"},  # COCO detector: can perceive a cat
           {"id": "cam2", "kind": "drone", "adapter": "tello-sim"},
@@ -103,6 +103,15 @@ def test_what_a_mission_needs_is_read_from_the_fleets_declarations_not_the_model
     assert isinstance(refused, Rejection) and str(refused).startswith("the instruction names nothing a robot")
     assert str(mission_need(MissionIn("find the cat", robot_ids=("tello_9",)), robots)).startswith(
         "no robot tello_9 in the fleet")
+    # a bad time-utility function is the mission's own refusal, before any robot is tried
+    bad = mission_need(MissionIn("find the cat", ert_s=-1.0), robots)
+    assert isinstance(bad, Rejection) and bad.reason is RejectReason.TUF and str(bad).startswith("ert_s must be > 0")
+    assert str(mission_need(MissionIn("find the cat", alpha=0.5), robots)).startswith("alpha must be <= 0")
+
+
+def test_a_selector_names_ids_and_kinds():
+    assert parse_selector("") == ([], [])
+    assert parse_selector(" tello_1, drone ,tello_1,arm") == (["tello_1"], ["drone", "arm"])
 
 
 def test_find_the_cat_goes_to_a_camera_drone_and_the_mission_succeeds(fleet):
@@ -118,7 +127,9 @@ def test_find_the_cat_goes_to_a_camera_drone_and_the_mission_succeeds(fleet):
 
 
 def test_a_robot_that_fails_hands_the_task_to_the_next_capable_one(fleet):
-    svc, ports, coord = fleet
+    svc, ports, _ = fleet
+    goals_ended = []  # what the node records on planner/results: every goal the mission ran
+    coord = MissionCoordinator(svc, lambda: svc.params, goal_ended=lambda gid, req: goals_ended.append((gid, req)))
     events, ends = run(coord, MissionIn("find the cat"))
     assert wait(lambda: events)
     first = events[0].robot_id
@@ -133,6 +144,9 @@ def test_a_robot_that_fails_hands_the_task_to_the_next_capable_one(fleet):
     assert end.status is MissionStatus.SUCCEEDED and end.tasks[0].robot_id == second
     assert end.tasks[0].tried == [(first, f"robot_failed: robot {first} failed segment 0: motor fault")]
     assert [e.kind for e in events] == ["allocated", "refused", "moved", "allocated", "ended"]
+    allocated = [e.goal_id for e in events if e.kind == "allocated"]
+    assert [(gid, req.goal.robot_id, req.end.value) for gid, req in goals_ended] == [
+        (allocated[0], first, "robot_failed"), (allocated[1], second, "succeeded")]
 
 
 def test_impossible_and_unavailable_missions_say_why(fleet):

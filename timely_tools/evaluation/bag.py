@@ -13,8 +13,15 @@ recording.
 - :func:`read_bag`: (topic, timestamp ns, deserialized message) in time order.
 - :func:`metrics_from_bag` / :func:`metrics_from_results`: per task type metrics through
   ``core/metrics.py`` (``outcome``) and :func:`.results.summarize_outcomes`.
-- :func:`replay`: re-send recorded GoalRecords as ``plan_task`` action goals with their
-  original relative timing.
+- :func:`replay`: re-send recorded GoalRecords as ``plan_task`` action goals and recorded
+  missions as ``plan_mission`` goals, with their original relative timing.
+
+Missions: ``/planner/missions`` (MissionRecord, one per mission the planner received) and
+``/planner/mission_results`` (MissionResult: its status, and per task the robot, its goal and how
+the goal ended) are recorded beside the goals. A mission's task runs as a goal, so its GoalRecord
+and GoalResult are on the goal topics too (task type ``mission``): the metrics count it as the
+goal it is, and :func:`replay` leaves it out (re-sending the mission makes it again).
+:func:`missions_from_bag` lists the missions for ``timely-fleet report``.
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from llm_planner_node.core.metrics import Outcome, outcome
 from llm_planner_node.core.tuf import TUFParams
+from llm_planner_node.service.missions import MISSION_STATUS_NAMES
 from timely_tools.evaluation.results import policy_result, summarize_outcomes
 
 MSG_DIR = Path(__file__).resolve().parents[2] / "msg"
@@ -36,11 +44,18 @@ GOALS_TOPIC = "/planner/goals"
 RESULTS_TOPIC = "/planner/results"
 STATUS_TOPIC = "/robot_status"
 SEGMENTS_TOPIC = "/robot_segments"  # ros_messages.SEGMENTS_TOPIC in the root namespace
+MISSIONS_TOPIC = "/planner/missions"  # ros/mission_server.py in the root namespace
+MISSION_RESULTS_TOPIC = "/planner/mission_results"
 SEGMENTS_RE = re.compile(r"^/robots/([^/]+)/segments$")
 TYPES = {GOALS_TOPIC: f"{PKG}/msg/GoalRecord", RESULTS_TOPIC: f"{PKG}/msg/GoalResult",
-         STATUS_TOPIC: f"{PKG}/msg/RobotStatus", SEGMENTS_TOPIC: f"{PKG}/msg/SkillSegment"}
+         STATUS_TOPIC: f"{PKG}/msg/RobotStatus", SEGMENTS_TOPIC: f"{PKG}/msg/SkillSegment",
+         MISSIONS_TOPIC: f"{PKG}/msg/MissionRecord", MISSION_RESULTS_TOPIC: f"{PKG}/msg/MissionResult"}
 SEGMENT_TYPE = f"{PKG}/msg/SkillSegment"
 STATUS_SUCCEEDED = 0
+#: MissionTask.status of a task that never reached a robot (ros/mission_server.py NO_GOAL)
+TASK_NOT_STARTED = 255
+#: the task type of the goals a mission's tasks run as (service/missions.py)
+MISSION_TASK_TYPE = "mission"
 
 _TYPESTORE = None
 
@@ -135,7 +150,7 @@ class BagRecorder:
                                reliability=ReliabilityPolicy.RELIABLE)
         self._subs: dict[str, Any] = {}
         self.counts: Counter[str] = Counter()  # messages written per topic
-        for topic in (GOALS_TOPIC, RESULTS_TOPIC, STATUS_TOPIC, SEGMENTS_TOPIC):
+        for topic in (GOALS_TOPIC, RESULTS_TOPIC, STATUS_TOPIC, SEGMENTS_TOPIC, MISSIONS_TOPIC, MISSION_RESULTS_TOPIC):
             self._subscribe(topic)
         for r in robots:
             self._subscribe(f"/robots/{r}/segments")
@@ -175,6 +190,8 @@ def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[
     want = set(topics) if topics is not None else None
     with AnyReader([Path(path)], default_typestore=typestore()) as reader:
         conns = [c for c in reader.connections if want is None or c.topic in want]
+        if not conns:  # rosbags reads every connection for an empty list
+            return
         for conn, t, raw in reader.messages(connections=conns):
             yield conn.topic, t, reader.deserialize(raw, conn.msgtype)
 
@@ -227,16 +244,93 @@ def metrics_from_bag(path: str | Path, *, policy: str | None = None,
                                 network_latency_s=network_latency_s)
 
 
+def _at(msg: Any, t_ns: int) -> float:
+    """A record's time: its stamp (arrival at the planner), else when it was recorded."""
+    stamp = msg.stamp.sec + msg.stamp.nanosec * 1e-9
+    return stamp if stamp > 0 else t_ns * 1e-9
+
+
 def goal_sequence(path: str | Path) -> list[tuple[float, Any]]:
     """Recorded GoalRecords as (seconds since the first goal, msg), in recording order."""
-    out = []
-    for _topic, t, msg in read_bag(path, (GOALS_TOPIC,)):
-        stamp = msg.stamp.sec + msg.stamp.nanosec * 1e-9
-        out.append((stamp if stamp > 0 else t * 1e-9, msg))
+    out = [(_at(msg, t), msg) for _topic, t, msg in read_bag(path, (GOALS_TOPIC,))]
     if not out:
         return []
     t0 = min(t for t, _ in out)
     return [(t - t0, m) for t, m in out]
+
+
+class Sent(NamedTuple):
+    """One recorded request to re-send: a goal (GoalRecord) or a mission (MissionRecord)."""
+
+    offset_s: float   # since the first one
+    kind: str         # "goal" | "mission"
+    record: Any
+
+
+def replay_sequence(path: str | Path) -> list[Sent]:
+    """What a replay re-sends, in recording order, offsets from the first of them: the recorded
+    missions, and the recorded goals except those a mission's task ran as (goal ids named by a
+    recorded MissionResult, or task type ``mission`` in a bag that holds missions)."""
+    goals, missions, task_goals = [], [], set()
+    for topic, t, msg in read_bag(path, (GOALS_TOPIC, MISSIONS_TOPIC, MISSION_RESULTS_TOPIC)):
+        if topic == GOALS_TOPIC:
+            goals.append((_at(msg, t), msg))
+        elif topic == MISSIONS_TOPIC:
+            missions.append((_at(msg, t), msg))
+        else:
+            task_goals |= {str(task.goal_id) for task in msg.tasks if task.goal_id}
+    has_missions = bool(missions or task_goals)
+    items = [Sent(at, "goal", m) for at, m in goals
+             if str(m.goal_id) not in task_goals and not (has_missions and str(m.task_type) == MISSION_TASK_TYPE)]
+    items += [Sent(at, "mission", m) for at, m in missions]
+    if not items:
+        return []
+    t0 = min(s.offset_s for s in items)
+    return sorted((s._replace(offset_s=s.offset_s - t0) for s in items), key=lambda s: s.offset_s)
+
+
+def missions_from_bag(path: str | Path) -> list[dict[str, Any]]:
+    """The recorded missions in the order they arrived: instruction, selector, status and message,
+    and per task its robot, goal, status, why that robot and the robots it left. A mission
+    received but not ended while recording has status ``"no result"``."""
+    from timely_robot.outcomes import STATUS_NAMES
+
+    records: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    for topic, _t, msg in read_bag(path, (MISSIONS_TOPIC, MISSION_RESULTS_TOPIC)):
+        (records if topic == MISSIONS_TOPIC else results).setdefault(str(msg.mission_id), msg)
+    out = []
+    for mid in [*records, *(m for m in results if m not in records)]:
+        rec, res = records.get(mid), results.get(mid)
+        entry: dict[str, Any] = {
+            "mission_id": mid, "instruction": str((rec or res).instruction),
+            "robot_ids": list(rec.robot_ids) if rec is not None else [],
+            "robot_kinds": list(rec.robot_kinds) if rec is not None else [],
+            "status": MISSION_STATUS_NAMES.get(int(res.status), str(res.status)) if res is not None else "no result",
+            "message": str(res.message) if res is not None else "", "tasks": []}
+        for task in (res.tasks if res is not None else ()):
+            code = int(task.status)
+            entry["tasks"].append({
+                "task": str(task.task), "robot_id": str(task.robot_id), "goal_id": str(task.goal_id),
+                "status": "NOT_STARTED" if code == TASK_NOT_STARTED else STATUS_NAMES.get(code, str(code)),
+                "message": str(task.message), "allocated_why": str(task.allocated_why),
+                "tried": [[str(r), str(w)] for r, w in zip(task.tried_robots, task.tried_why)]})
+        out.append(entry)
+    return out
+
+
+def mission_lines(missions: Sequence[dict[str, Any]]) -> list[str]:
+    """``missions_from_bag``'s list as report lines: one per mission, one per task under it."""
+    lines = [f"missions: {len(missions)}"] if missions else []
+    for m in missions:
+        sel = ", ".join([*m["robot_ids"], *m["robot_kinds"]])
+        head = f"  {m['mission_id'][:8]} \"{m['instruction']}\"" + (f" (robots {sel})" if sel else "")
+        lines.append(f"{head}: {m['status']}" + (f": {m['message']}" if m["message"] else ""))
+        for t in m["tasks"]:
+            goal = f" (goal {t['goal_id'][:8]})" if t["goal_id"] else ""
+            left = "".join(f"; left {r}: {w}" for r, w in t["tried"])
+            lines.append(f"    {t['task']} on {t['robot_id'] or 'no robot'}: {t['status']}{goal}{left}")
+    return lines
 
 
 # ----------------------------------------------------------------------------- replay
@@ -255,6 +349,15 @@ def plan_task_goal(record: Any) -> Any:
     return g
 
 
+def plan_mission_goal(record: Any) -> Any:
+    """PlanMission.Goal with a MissionRecord's instruction, selector and TUF."""
+    from timely_fleet.action import PlanMission
+
+    return PlanMission.Goal(instruction=str(record.instruction), robot_ids=[str(r) for r in record.robot_ids],
+                            robot_kinds=[str(k) for k in record.robot_kinds], ert_s=float(record.ert_s),
+                            alpha=float(record.alpha), beta=float(record.beta))
+
+
 def send_timed_goals(node: Any, goals: Sequence[tuple[float, Any]], *, action_name: str = "plan_task",
                      time_scale: float = 1.0, server_timeout_s: float = 10.0, executor: Any = None,
                      progress: bool = False, result_timeout_s: float = 60.0) -> list[Any]:
@@ -266,25 +369,35 @@ def send_timed_goals(node: Any, goals: Sequence[tuple[float, Any]], *, action_na
     from llm_planner_node.ros.goal_client import answering_action_client
 
     client, ex = answering_action_client(node, action_name, server_timeout_s, executor)
+    try:
+        return _send_timed(ex, [(t, client, g) for t, g in goals], time_scale, progress, result_timeout_s)
+    finally:
+        client.destroy()
+
+
+def _send_timed(ex: Any, items: Sequence[tuple[float, Any, Any]], time_scale: float, progress: bool,
+                result_timeout_s: float) -> list[Any]:
+    """Send (offset s, action client, goal) triples at their offsets (x ``time_scale``), spinning
+    ``ex``; the result wrappers in the items' order (None: not accepted or no result in time)."""
     bar = None
     if progress:
         import sys
 
         from tqdm import tqdm
 
-        bar = tqdm(total=len(goals), desc="goals", unit="goal", file=sys.stderr)
-    order = sorted(range(len(goals)), key=lambda i: goals[i][0])
-    send_futs: list[Any] = [None] * len(goals)
+        bar = tqdm(total=len(items), desc="goals", unit="goal", file=sys.stderr)
+    order = sorted(range(len(items)), key=lambda i: items[i][0])
+    send_futs: list[Any] = [None] * len(items)
     t0 = time.monotonic()
     for i in order:
-        due = t0 + goals[i][0] * time_scale
+        due = t0 + items[i][0] * time_scale
         while time.monotonic() < due:
             ex.spin_once(timeout_sec=max(0.0, min(0.01, due - time.monotonic())))
-        send_futs[i] = client.send_goal_async(goals[i][1])
-    result_futs: list[Any] = [None] * len(goals)
-    done: list[Any] = [None] * len(goals)
+        send_futs[i] = items[i][1].send_goal_async(items[i][2])
+    result_futs: list[Any] = [None] * len(items)
+    done: list[Any] = [None] * len(items)
     deadline = time.monotonic() + result_timeout_s
-    pending = set(range(len(goals)))
+    pending = set(range(len(items)))
     while pending and time.monotonic() < deadline:
         ex.spin_once(timeout_sec=0.05)
         for i in list(pending):
@@ -303,21 +416,45 @@ def send_timed_goals(node: Any, goals: Sequence[tuple[float, Any]], *, action_na
                     bar.update(1)
     if bar:
         bar.close()
-    client.destroy()
     return done
+
+
+class Replayed(list):
+    """What :func:`replay` returns: the goals' result wrappers (``.result`` = PlanTask.Result,
+    None without a result) in recording order, and ``missions``: the missions' (``.result`` =
+    PlanMission.Result)."""
+
+    def __init__(self, goals: Iterable[Any] = (), missions: Iterable[Any] = ()) -> None:
+        super().__init__(goals)
+        self.missions: list[Any] = list(missions)
 
 
 def replay(path: str | Path, *, context: Any = None, time_scale: float = 1.0,
            action_name: str = "plan_task", progress: bool = True,
-           result_timeout_s: float = 60.0) -> list[Any]:
-    """Re-send a bag's GoalRecords as PlanTask goals with their original relative timing."""
+           result_timeout_s: float = 60.0, mission_action: str = "plan_mission") -> Replayed:
+    """Re-send a bag's goals as PlanTask goals and its missions as PlanMission goals, with their
+    original relative timing (:func:`replay_sequence`: a mission's task goals are not re-sent)."""
     from rclpy.node import Node
+    from timely_fleet.action import PlanMission
 
-    seq = goal_sequence(path)
+    from llm_planner_node.ros.goal_client import answering_action_client
+
+    seq = replay_sequence(path)
     node = Node("timely_fleet_replay", context=context)
+    clients: dict[str, Any] = {}
     try:
-        return send_timed_goals(node, [(t, plan_task_goal(m)) for t, m in seq], action_name=action_name,
-                                time_scale=time_scale, progress=progress,
-                                result_timeout_s=result_timeout_s)
+        ex = None
+        for kind, name, action_type in (("goal", action_name, None), ("mission", mission_action, PlanMission)):
+            if any(s.kind == kind for s in seq):
+                clients[kind], ex = answering_action_client(node, name, 10.0, ex, action_type)
+        if ex is None:
+            return Replayed()
+        build = {"goal": plan_task_goal, "mission": plan_mission_goal}
+        done = _send_timed(ex, [(s.offset_s, clients[s.kind], build[s.kind](s.record)) for s in seq], time_scale,
+                           progress, result_timeout_s)
+        return Replayed([r for s, r in zip(seq, done) if s.kind == "goal"],
+                        [r for s, r in zip(seq, done) if s.kind == "mission"])
     finally:
+        for c in clients.values():
+            c.destroy()
         node.destroy_node()

@@ -3,13 +3,14 @@
     timely-fleet record runs/wid1 --robots drone0,drone1     # Ctrl-C to stop
     timely-fleet record runs/wid1 --duration 300 --storage sqlite3
 
-Records ``/planner/goals``, ``/planner/results``, ``/robot_status``, ``/robot_segments`` (every
-robot's segments) and, with ``security.per_robot_topics``, ``/robots/<id>/segments`` (the given
+Records ``/planner/goals``, ``/planner/results``, ``/planner/missions`` and
+``/planner/mission_results`` (every mission and its end), ``/robot_status``, ``/robot_segments``
+(every robot's segments) and, with ``security.per_robot_topics``, ``/robots/<id>/segments`` (the given
 robots plus any per-robot segment topic discovered while recording), and what each robot sees
 and feels (``/<id>/camera/image_raw`` unless ``--no-images``, ``/<id>/detections``,
 ``/<id>/battery``) into a rosbag2 written
 with ``rosbags``. ``timely-fleet report <bag>`` recomputes the metrics;
-``timely-fleet replay <bag>`` re-sends the goals.
+``timely-fleet replay <bag>`` re-sends the goals and missions.
 """
 
 from __future__ import annotations

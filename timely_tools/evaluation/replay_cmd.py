@@ -3,9 +3,11 @@
     timely-fleet up ...                      # a running planner node (plan_task action)
     timely-fleet replay runs/wid1 [--time-scale 0.5] [--record runs/wid1_replay]
 
-Each recorded GoalRecord (``/planner/goals``) becomes a ``plan_task`` action goal sent at its
-original offset from the first goal (x ``--time-scale``). With ``--record`` the replay itself
-is recorded, so ``timely-fleet report`` can compare both runs.
+Each recorded GoalRecord (``/planner/goals``) becomes a ``plan_task`` action goal and each
+recorded mission (``/planner/missions``) a ``plan_mission`` goal, sent at its original offset
+from the first (x ``--time-scale``); the goals a mission's task ran as are not re-sent (the
+mission makes them again, on whichever robot the planner chooses now). With ``--record`` the
+replay itself is recorded, so ``timely-fleet report`` can compare both runs.
 """
 
 from __future__ import annotations
@@ -18,18 +20,30 @@ from typing import Any, Sequence
 
 
 def summary_line(results: Sequence[Any]) -> str:
-    """``replayed N goals: S succeeded, F failed (STATUS n, ...), U without result``.
+    """``replayed N goals: S succeeded, F failed (STATUS n, ...), U without result`` (and
+    ``; M missions: ...`` likewise when the bag held missions).
 
     ``results``: what :func:`.bag.replay` returns, a result wrapper (``.result.status``) per goal
-    or None when the goal got no result (not accepted, or no answer before ``--timeout``).
+    or None when the goal got no result (not accepted, or no answer before ``--timeout``), and
+    the missions' in ``results.missions``.
     """
     from timely_robot.outcomes import STATUS_NAMES
 
+    line = "replayed " + _count(results, "goals", STATUS_NAMES)
+    missions = getattr(results, "missions", [])
+    if missions:
+        from llm_planner_node.service.missions import MISSION_STATUS_NAMES
+
+        line += "; " + _count(missions, "missions", MISSION_STATUS_NAMES)
+    return line
+
+
+def _count(results: Sequence[Any], what: str, names: dict[int, str]) -> str:
     ok = sum(1 for r in results if r is not None and r.result.status == 0)
-    failed = Counter(STATUS_NAMES.get(int(r.result.status), str(r.result.status))
+    failed = Counter(names.get(int(r.result.status), str(r.result.status))
                      for r in results if r is not None and r.result.status != 0)
     how = f" ({', '.join(f'{name} {n}' for name, n in sorted(failed.items()))})" if failed else ""
-    return (f"replayed {len(results)} goals: {ok} succeeded, {sum(failed.values())} failed{how}, "
+    return (f"{len(results)} {what}: {ok} succeeded, {sum(failed.values())} failed{how}, "
             f"{sum(1 for r in results if r is None)} without result")
 
 

@@ -7,7 +7,10 @@
 
 For a bag, metrics come from the ``/planner/results`` GoalResult messages (segment dispatch and
 execution times, TUF) through ``core/metrics.py`` (see :func:`.bag.metrics_from_bag`); goals that
-were accepted (``/planner/goals``) but never finished count as not completed.
+were accepted (``/planner/goals``) but never finished count as not completed. A bag's missions
+(``/planner/missions``, ``/planner/mission_results``) are listed after the table: instruction,
+status, and each task's robot and status (a mission's task is also a goal of the metrics); with
+``--json`` they are the document's ``missions``.
 
 ``eval --bag DIR`` with several policies writes one bag per policy, ``DIR_<policy>``; ``report
 DIR`` then names them (report each, or several at once: ``report DIR_vllm DIR_timelyllm``).
@@ -55,15 +58,16 @@ def load_source(src: Path, policy: str | None, network_latency_s: float) -> tupl
         return list(doc["policies"]), doc
     if src.is_dir() and not (src / "metadata.yaml").is_file():
         raise CommandError(f"{src} is not a rosbag2 recording (no metadata.yaml in it)")
-    from timely_tools.evaluation.bag import metrics_from_bag
+    from timely_tools.evaluation.bag import metrics_from_bag, missions_from_bag
 
     try:
         res = metrics_from_bag(src, policy=policy, network_latency_s=network_latency_s)
+        missions = missions_from_bag(src)
     except Exception as e:  # noqa: BLE001 - rosbags' reader errors: not a bag
         if type(e).__module__.split(".")[0] != "rosbags":
             raise
         raise CommandError(f"{src} is not a rosbag2 recording ({str(e).splitlines()[0]})") from None
-    return [res], {"source": str(src), "engine": "bag", "policies": [res]}
+    return [res], {"source": str(src), "engine": "bag", "policies": [res], "missions": missions}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,6 +82,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"{src}: workload {doc.get('workload', {}).get('name', '?')}, engine {doc.get('engine', '?')}")
         results.extend(res)
     print(format_table(results))
+    from timely_tools.evaluation.bag import mission_lines
+
+    for src, (_res, doc) in zip(sources, loaded):
+        lines = mission_lines(doc.get("missions") or [])
+        if lines:
+            print(f"{src}: {lines[0]}" if len(sources) > 1 else lines[0])
+            print("\n".join(lines[1:]))
     if args.json:
         doc = loaded[0][1] if len(loaded) == 1 else {"sources": [str(s) for s in sources], "policies": results}
         write_json(args.json, doc)

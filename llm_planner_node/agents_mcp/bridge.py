@@ -13,7 +13,8 @@ thread, and what the server needs to answer agents:
 - every goal the planner admitted and ended, from ``planner/goals`` and ``planner/results``
   (which robot is busy with which goal, whoever sent it);
 - the latest ``planner/stats``, the planner's ``/diagnostics`` statuses and each robot's latest
-  ``robot_status``.
+  ``robot_status``;
+- a client of the planner's fleet memory (``planner/memory``, ``timely_fleet/srv/QueryMemory``).
 
 Every method is thread-safe and none blocks for long: the MCP tools (asyncio) wait on goals by
 registering a waker (:meth:`AgentGoal.watch`) and polling with bounded timeouts.
@@ -116,6 +117,18 @@ def mission_dict(res: Any) -> dict[str, Any]:
                        "unachieved": [{"segment": int(a.segment), "skill": a.skill, "value": a.value}
                                       for a in t.unachieved]}
                       for t in res.tasks]}
+
+
+def sighting_dict(m: Any, now: float) -> dict[str, Any]:
+    """A ``timely_fleet/Sighting`` as the memory tool returns it (as ``timely-fleet memory --json``
+    prints it: times as UNIX seconds and ISO 8601 UTC, the position in the fleet frame in metres)."""
+    from datetime import datetime, timezone
+
+    t = m.stamp.sec + m.stamp.nanosec * 1e-9
+    return {"robot_id": m.robot_id, "label": m.label, "time": t,
+            "time_utc": datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds"),
+            "age_s": round(max(0.0, now - t), 3), "position": [m.x, m.y, m.z] if m.has_position else None,
+            "confidence": m.confidence if m.has_confidence else None, "goal_id": m.goal_id}
 
 
 def event_dict(fb: Any) -> dict[str, Any]:
@@ -287,6 +300,7 @@ class FleetBridge:
         self.handshake_done = threading.Event()
         self.mission_handshake_done = threading.Event()  # the plan_mission server answered us
         self.mission_client: Any = None
+        self.memory_service: Any = None  # None: interfaces built without timely_fleet/srv/QueryMemory
         self._stop = threading.Event()
         self._rclpy_lock = threading.Lock()  # no mission call into rclpy while close() destroys the client
         self._ctx: Any = None
@@ -311,6 +325,15 @@ class FleetBridge:
 
         self.PlanMission = PlanMission
         self.mission_client = plan_task_client(self.client.node, MISSION_ACTION, PlanMission)
+        try:
+            from timely_fleet.srv import QueryMemory
+
+            from llm_planner_node.ros.memory_server import MEMORY_SERVICE
+        except ImportError:  # an older build of the interfaces: the memory tool says so
+            QueryMemory = None
+        if QueryMemory is not None:
+            self.QueryMemory = QueryMemory
+            self.memory_service = self.client.node.create_client(QueryMemory, MEMORY_SERVICE)
         self._executor = SingleThreadedExecutor(context=self._ctx)
         self._executor.add_node(self.client.node)
         self._spin_thread = threading.Thread(target=self._spin, name="mcp-ros-spin", daemon=True)
@@ -491,6 +514,16 @@ class FleetBridge:
             done = [k for k, g in own.items() if g.done]
             for k in done[: max(0, len(done) - KEEP_FINISHED)]:
                 del own[k]
+
+    # -- the fleet memory -------------------------------------------------------------------------
+    def memory_answers(self) -> bool:
+        """The planner's ``planner/memory`` service is discovered."""
+        return self.memory_service is not None and bool(self._rclpy_call(self.memory_service.service_is_ready))
+
+    def query_memory(self, label: str, max_results: int) -> Any:
+        """Ask ``planner/memory`` for ``label``'s sightings: the future of its answer (None: closing)."""
+        request = self.QueryMemory.Request(label=label, max_results=max_results)
+        return self._rclpy_call(lambda: self.memory_service.call_async(request))
 
     # -- missions ---------------------------------------------------------------------------------
     def mission_server_answers(self) -> bool:

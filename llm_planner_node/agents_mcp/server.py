@@ -1,7 +1,7 @@
 """The MCP tools and resources of ``timely-fleet mcp`` (official MCP Python SDK, ``MCPServer``).
 
 Tools (names fixed): ``list_robots``, ``send_goal``, ``send_mission``, ``goal_status``,
-``cancel_goal``, ``fleet_status``; resources: one per skill set of the fleet
+``cancel_goal``, ``fleet_status``, ``memory``; resources: one per skill set of the fleet
 (``timely-fleet://skill-sets/<id>``). Every goal is an ordinary ``PlanTask`` goal of the running
 planner (:mod:`.bridge`), so the planner's validation, budgets, fence and approvals apply as to any
 other; a held segment shows as the goal's state ("waiting for approval of segment k: ..."). A
@@ -30,7 +30,8 @@ from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from llm_planner_node.agents_mcp.bridge import (AgentGoal, AgentMission, FleetBridge, PlannerNotRunning, feedback_dict,
-                                                is_approval_notice, late_segments, mission_dict, result_dict)
+                                                is_approval_notice, late_segments, mission_dict, result_dict,
+                                                sighting_dict)
 from llm_planner_node.agents_mcp.tokens import Principal, TokenFile
 
 log = logging.getLogger("timely_fleet.mcp")
@@ -57,7 +58,8 @@ cancel_goal cancels a goal you sent, fleet_status shows the planner's queue, eng
 send_mission gives the fleet one instruction without naming the robot: the planner chooses one
 that can do it (from what the robots declare: things they perceive, places, skills) and is free,
 runs it as a goal there, moves it to another robot when the first refuses or fails, and returns
-who did it, why, and the goal's result."""
+who did it, why, and the goal's result. memory tells what the fleet remembers seeing of a thing
+(which robot saw it, when and where)."""
 
 
 class FleetMCP(MCPServer):
@@ -655,6 +657,52 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
             "robots": {r.id: bridge.robot_state(r.id) for r in params.robots if visible(who, r.id)},
             "this_server": {"goals_in_flight": len(bridge.in_flight()), "goals_remembered": len(bridge.goals)},
         }
+
+    # -- memory ------------------------------------------------------------------------------------
+    @server.tool(name="memory", structured_output=True,
+                 annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+                 description=(
+                     "What the fleet remembers seeing of one thing (the planner's fleet memory): its sightings, "
+                     "newest first, each with the robot that saw it, when (UNIX time, ISO 8601 UTC, age), where "
+                     "(the robot's position in the fleet frame in metres, or null when unknown), the detector's "
+                     "confidence (or null) and the goal the robot ran. A sighting is a perception call that found "
+                     "the thing (scan(cat) -> True) or what an idle robot's camera showed. A label matches by "
+                     "any of the thing's names ('cats', 'kitty' find 'cat'). Only sightings by the robots this "
+                     "caller may task."))
+    async def memory(
+        label: Annotated[str, Field(description='the thing, by any of its names, e.g. "cat"', min_length=1,
+                                    max_length=200)],
+        ctx: Context,
+        max_results: Annotated[int, Field(ge=1, le=100, description="at most this many sightings, newest first")] = 5,
+    ) -> dict[str, Any]:
+        who = principal(ctx)
+        await planner_or_refuse()
+        if bridge.memory_service is None:
+            raise ToolError("this MCP server's ROS interfaces have no fleet memory (timely_fleet/srv/QueryMemory): "
+                            "rebuild them (`make setup`)")
+        deadline = time.monotonic() + PLANNER_WAIT_S
+        while not bridge.memory_answers():
+            if time.monotonic() > deadline:
+                raise ToolError(f"the planner in {bridge.where()} serves no 'planner/memory' service")
+            await asyncio.sleep(0.05)
+        limited = not (who.operator or who.robots is None)
+        fut = bridge.query_memory(label, 100 if limited else max_results)  # others' sightings are left out below
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while fut is not None and not fut.done():
+            if time.monotonic() > deadline:
+                raise ToolError(f"the planner did not answer the memory query within {CANCEL_WAIT_S:g} s")
+            await asyncio.sleep(0.02)
+        if fut is None:
+            raise ToolError("the MCP server is shutting down")
+        res = fut.result()
+        now = time.time()
+        seen = [m for m in res.sightings if visible(who, m.robot_id)][:max_results]
+        message = res.message
+        if limited and len(seen) < min(len(res.sightings), max_results):
+            message = (f"{len(seen)} sighting(s) of \"{label}\" by the robots the token '{who.name}' may task"
+                       if seen else f"nothing remembered about \"{label}\" by the robots the token '{who.name}' "
+                                    "may task")
+        return {"label": label, "message": message, "sightings": [sighting_dict(m, now) for m in seen]}
 
     # -- resources: the skill sets -------------------------------------------------------------------
     def reader_of(set_id: str) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 from processes import ROOT, TF, Proc  # noqa: F401 - ROOT and TF re-exported for the MCP tests
 
-TOOLS = {"list_robots", "send_goal", "send_mission", "goal_status", "cancel_goal", "fleet_status"}
+TOOLS = {"list_robots", "send_goal", "send_mission", "goal_status", "cancel_goal", "fleet_status", "memory"}
 
 
 def up(*args: str) -> Proc:

@@ -436,6 +436,40 @@ def test_http_a_tokens_robots_bound_what_its_missions_may_allocate(http, fleet):
     anyio.run(main)
 
 
+def test_memory_tells_which_robot_saw_a_thing_and_only_the_tokens_robots(http, fleet):
+    """tello_1 found the cat in the first test (scan(cat) -> True): the planner's fleet memory holds
+    that sighting; a token limited to tello_2 does not see what tello_1 saw."""
+    from llm_planner_node.agents_mcp.tokens import add_token
+
+    url, _tokens, path = http
+    only2 = add_token(path, "tello2eyes", ("tello_2",), None, False)
+
+    async def main() -> None:
+        async with Client(stdio_server("--params", fleet.params, env=plain_env())) as c:
+            r = await c.call_tool("memory", {"label": "cats"})  # by any of its names
+            assert not r.is_error, text(r)
+            out = r.structured_content
+            assert out["label"] == "cats" and out["sightings"], out
+            first = out["sightings"][0]
+            assert {s["robot_id"] for s in out["sightings"]} >= {"tello_1"} and first["label"] == "cat", out
+            assert first["age_s"] >= 0 and first["time_utc"].endswith("+00:00") and len(first["goal_id"]) in (0, 32)
+            r = await c.call_tool("memory", {"label": "cat", "max_results": 1})
+            assert len(r.structured_content["sightings"]) == 1
+            e = error_of(await c.call_tool("memory", {"label": ""}))
+            assert e.startswith("label: String should have at least 1 character"), e
+            e = error_of(await c.call_tool("memory", {"label": "cat", "max_results": 0}))
+            assert e.startswith("max_results: Input should be greater than or equal to 1"), e
+        async with http_client(url, only2) as c:
+            r = await c.call_tool("memory", {"label": "cat"})
+            assert not r.is_error, text(r)
+            out = r.structured_content
+            assert all(s["robot_id"] == "tello_2" for s in out["sightings"]), out
+            if not out["sightings"]:
+                assert out["message"] == "nothing remembered about \"cat\" by the robots the token 'tello2eyes' may task"
+
+    anyio.run(main)
+
+
 # -- a swarm: 50 simulated drones (and one whose every segment waits for an operator) ----------------
 SWARM, SESSIONS = 50, 5
 DRONE_TASKS = ("look for the cat", "check for keys or wallets", "check the book on the cabinet",

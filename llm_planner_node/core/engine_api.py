@@ -54,6 +54,16 @@ Contract (both the live vLLM backend and ``engines/sim_engine.py`` implement it)
   written) raise ValueError at once. (The concatenated token ids of segments ``0..k-1`` are
   exactly what the engine kept at that boundary; when one token completes several segments,
   the boundary is the one after the last of them.)
+- ``standby(items, max_running)`` (optional): the generations the core would admit next, in its
+  order (:class:`StandbyItem`: a new generation's spec, or a suspended one's resume), replacing
+  the list of the previous decision. At an iteration boundary the engine may start them itself,
+  in that order, while fewer than ``max_running`` generations run (the batch the core's last
+  decision left: the engine refills freed slots, it never grows the batch) and the next one's
+  whole reservation fits in ``free_kv_tokens()`` (the core's own admission rule), stopping at the
+  first that does not fit; each is reported as a :class:`StartedEvent` before its first token.
+  This is vLLM's own waiting queue: its scheduler starts a waiting request at the next step,
+  whereas a slot freed at a boundary otherwise stays empty for a whole iteration while the core
+  hears of it and decides. ``abort`` of a standby generation takes it off the list.
 - ``abort``, ``suspend``, ``resume`` and ``retain`` of an id the engine no longer runs are no-ops (events
   and commands cross in the live engine).
 
@@ -168,7 +178,25 @@ class FailedEvent:
     invalid_plan: bool = False
 
 
-EngineEvent = Union[TokensEvent, SegmentEvent, FinishedEvent, FailedEvent]
+@dataclass(frozen=True)
+class StartedEvent:
+    """A generation the core had on standby (``Engine.standby``) started at an iteration boundary."""
+
+    gen_id: int
+    t: float
+
+
+@dataclass(frozen=True)
+class StandbyItem:
+    """One generation the engine may start by itself (``Engine.standby``): a new one (its
+    ``spec``) or a suspended one's resume (``spec`` None), at ``priority`` (its rank)."""
+
+    gen_id: int
+    spec: GenerationSpec | None = None
+    priority: int = 0
+
+
+EngineEvent = Union[TokensEvent, SegmentEvent, FinishedEvent, FailedEvent, StartedEvent]
 RETENTION_MODES = ("cache", "preserve", "discard", "swap")
 
 

@@ -26,6 +26,12 @@ policy's simulator-fed default): asked at submit and after every token batch; it
 the queue's and running view's ``pred``/``pred0`` columns. After a segment-boundary suspension
 the policy's :meth:`~.policies.base.Policy.retention` may choose how the engine keeps the
 context during the robot action (LAMPS: preserve / discard / swap).
+
+An engine that keeps a standby list (``Engine.standby``, the live simulated engine) gets, after
+each decision, the next :data:`STANDBY_DEPTH` ready generations in the policy's order that the
+decision left waiting, and may start them itself at its next iteration boundary to refill slots
+that frees (never beyond the batch the decision left); the core takes each such start
+(:class:`~.engine_api.StartedEvent`) as an admission made at that boundary.
 """
 
 from __future__ import annotations
@@ -38,11 +44,11 @@ import numpy as np
 from llm_planner_node.core.batching import RunningView
 from llm_planner_node.core.clock import Clock
 from llm_planner_node.core.engine_api import (Engine, EngineEvent, FailedEvent, FinishedEvent, GenerationSpec,
-                         SegmentEvent, TokensEvent)
+                         SegmentEvent, StandbyItem, StartedEvent, TokensEvent)
 from llm_planner_node.core.generation_time import SegmentTimeEstimator, TokenTimeEstimator
 from timely_robot.execution_time import ExecutionTimeEstimator
 from llm_planner_node.core.policies import Policy
-from llm_planner_node.core.policies.base import Pause
+from llm_planner_node.core.policies.base import Decision, Pause
 from llm_planner_node.core.predictors import LengthPredictor
 from timely_robot.outcomes import FinishReason
 from llm_planner_node.core.priority import waiting_time
@@ -83,6 +89,10 @@ class PlannerSink(Protocol):
     def done(self, request: Request) -> None: ...
 
 
+#: ready generations offered to an engine's standby list after each decision (the policy's next)
+STANDBY_DEPTH = 8
+
+
 class Planner:
     """Scheduling runtime shared by the live node and the simulator."""
 
@@ -118,6 +128,9 @@ class Planner:
         #: generation (same robot and time utility, a new prompt), or why there is none (the goal
         #: ends REPLAN_REFUSED). None: plans are not re-planned (their ``re_plan`` does nothing)
         self.replanner = replanner
+        #: the engine's standby list (``Engine.standby``), None for an engine without one
+        self._standby: Callable[[Sequence[StandbyItem], int], None] | None = getattr(engine, "standby", None)
+        self.standby_starts = 0  # generations the engine started from its standby list
 
     # ----------------------------------------------------------------- public API
     def submit(self, goal: Goal) -> int:
@@ -380,6 +393,8 @@ class Planner:
         if len(self._queue) == 0 and not self.policy.decides_on_empty_queue:
             self._backlog = False  # nothing waits: no decision to make
             self._waiting_row = None
+            if self._standby is not None:
+                self._standby((), len(self._running))
             return
         now = self.clock.now()
         decision = self.policy.decide(self._queue.view(), self._running_view(),
@@ -403,27 +418,65 @@ class Planner:
             self._enqueue(req)
         for rank, gid in enumerate(decision.admit.tolist()):  # admit is in the policy's order
             req = self.requests[gid]
-            self._queue.remove(gid)
             new = req.state is GenState.QUEUED
-            suspends = new and self._suspends(req, now)
+            spec = self._spec(req, now, rank) if new else None
             # RUNNING before the engine hears of it: if add/resume raises, the request is one of
             # those an engine failure ends (restart_engine, engine_lost), not lost in between
-            req.transition(GenState.RUNNING)
-            req.residency_start = req.segment_start = now
-            req.recent_tokens.clear()
-            self._running[gid] = req
-            if new:
-                g = req.goal
-                self.engine.add(GenerationSpec(gid, g.prompt, g.max_tokens, g.robot_kind,
-                                               g.skill_set_id, suspends, rank,
-                                               suspend_when=self._suspend_gate, objects=g.objects,
-                                               plan_limits=g.plan_limits, sampling=g.sampling))
+            self._admitted(req, now)
+            if spec is not None:
+                self.engine.add(spec)
             else:
                 self.engine.resume(gid, rank)
-                self._pinned.discard(gid)
+        if self._standby is not None:
+            self._offer_standby(q, decision, now)
+
+    def _spec(self, req: Request, now: float, rank: int) -> GenerationSpec:
+        """The engine's spec of a goal's generation admitted now at ``rank``."""
+        g = req.goal
+        return GenerationSpec(req.id, g.prompt, g.max_tokens, g.robot_kind, g.skill_set_id,
+                              self._suspends(req, now), rank, suspend_when=self._suspend_gate,
+                              objects=g.objects, plan_limits=g.plan_limits, sampling=g.sampling)
+
+    def _admitted(self, req: Request, t: float) -> None:
+        """A queued or suspended generation runs from ``t``: out of the queue, RUNNING."""
+        self._queue.remove(req.id)
+        req.transition(GenState.RUNNING)
+        req.residency_start = req.segment_start = t
+        req.recent_tokens.clear()
+        self._running[req.id] = req
+        self._pinned.discard(req.id)
+
+    def _offer_standby(self, q: QueueView, decision: Decision, now: float) -> None:
+        """The engine's standby list: the next ready generations in the policy's order that this
+        decision left waiting, at most as many running as the decision left (module docstring)."""
+        assert self._standby is not None
+        admit = decision.admit
+        waiting = np.flatnonzero((q.ready == 1) & ~np.isin(q.gen_id, admit) & ~np.isin(q.gen_id, decision.shed))
+        items: list[StandbyItem] = []
+        if len(waiting):
+            rank = len(admit)
+            for row in self.policy.ranked(q, now, self.config.network_latency_s, STANDBY_DEPTH, waiting).tolist():
+                req = self.requests[int(q.gen_id[row])]
+                new = req.state is GenState.QUEUED
+                items.append(StandbyItem(req.id, self._spec(req, now, rank) if new else None, rank))
+                rank += 1
+        self._standby(items, len(self._running))
+
+    def _started(self, ev: StartedEvent) -> None:
+        """The engine started a generation of its standby list: admitted at that boundary. One the
+        core no longer has waiting (ended meanwhile) is aborted in the engine at once."""
+        req = self.requests.get(ev.gen_id)
+        if req is None or req.state not in (GenState.QUEUED, GenState.SUSPENDED) or ev.gen_id not in self._queue:
+            self.engine.abort(ev.gen_id)
+            return
+        self._admitted(req, ev.t)
+        self.standby_starts += 1
 
     # ----------------------------------------------------------------- engine events
     def _handle(self, ev: EngineEvent) -> None:
+        if isinstance(ev, StartedEvent):
+            self._started(ev)
+            return
         req = self.requests.get(ev.gen_id)
         if req is None or req.state not in (GenState.RUNNING, GenState.SUSPENDED):
             return  # late event of an ended generation
@@ -634,7 +687,8 @@ class Planner:
 
     def _end(self, req: Request, kind: EndKind, reason: str, *, abort: bool = True) -> None:
         """The one place a request ends: its state, end kind and reason, then the sink."""
-        if abort and req.state in (GenState.RUNNING, GenState.SUSPENDED):
+        if abort and (req.state in (GenState.RUNNING, GenState.SUSPENDED)
+                      or (self._standby is not None and req.state is GenState.QUEUED)):  # off its standby list
             self.engine.abort(req.id)
         self._queue.remove(req.id)
         self._running.pop(req.id, None)

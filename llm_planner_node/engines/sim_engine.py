@@ -69,7 +69,7 @@ from typing import Sequence
 from llm_planner_node.core.clock import Clock
 from timely_robot.outcomes import FinishReason
 from llm_planner_node.core.engine_api import (RETENTION_MODES, EngineEvent, FinishedEvent, GenerationSpec,
-                               SegmentEvent, TokensEvent)
+                               SegmentEvent, StandbyItem, StartedEvent, TokensEvent)
 from timely_robot.skills import SkillCall
 
 
@@ -175,6 +175,7 @@ class EngineStats:
     retained: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RETENTION_MODES, 0))
     swap_s: float = 0.0
     recompute_tokens: int = 0  # context tokens re-prefilled on resume (cache misses, discards)
+    standby_starts: int = 0  # generations started from the core's standby list (live engine)
 
 
 @dataclass
@@ -382,6 +383,7 @@ class SimEngine:
                 "sim tokens": str(s.tokens), "sim prefill tokens": str(s.prefill_tokens),
                 "sim recompute tokens": str(s.recompute_tokens), "sim resume hits": str(s.resume_hits),
                 "sim resume misses": str(s.resume_misses), "sim peak batch": str(s.peak_batch),
+                "sim standby starts": str(s.standby_starts),
                 "sim mean running": f"{s.busy_slot_s / s.busy_s if s.busy_s else 0.0:.2f}"}
 
     # ------------------------------------------------------------ simulation loop hooks
@@ -549,6 +551,46 @@ class RealtimeSimEngine(SimEngine):
         super().__init__(clock, config)
         self.idle_wait_s = idle_wait_s
         self._woken = threading.Event()
+        self._standby: list[StandbyItem] = []
+        self._standby_cap = 0
+
+    def standby(self, items: Sequence[StandbyItem], max_running: int) -> None:
+        """The core's next generations, started here at an iteration boundary as room frees
+        (the engine contract's ``standby``: vLLM's waiting queue)."""
+        self._standby = list(items)
+        self._standby_cap = max_running
+
+    def abort(self, gen_id: int) -> None:
+        self._standby = [i for i in self._standby if i.gen_id != gen_id]
+        super().abort(gen_id)
+
+    def _start_standby(self, at: float) -> list[EngineEvent]:
+        """Start standby generations, in their order, while fewer than the cap run and the next
+        one's whole reservation fits; stop at the first that does not (order is never skipped)."""
+        events: list[EngineEvent] = []
+        while self._standby and len(self._running) < self._standby_cap:
+            item = self._standby[0]
+            if item.spec is None:
+                g = self._suspended.get(item.gen_id)
+                if g is None:  # resumed or ended meanwhile
+                    self._standby.pop(0)
+                    continue
+                need = g.prompt.prompt_tokens + g.spec.max_tokens - self._pinned.get(item.gen_id, 0)
+            else:
+                if item.gen_id in self._running or item.gen_id in self._suspended:
+                    self._standby.pop(0)
+                    continue
+                need = _sim_prompt(item.spec.prompt).prompt_tokens + item.spec.max_tokens
+            if need > self.free_kv_tokens():
+                break
+            self._standby.pop(0)
+            if item.spec is None:
+                self.resume(item.gen_id, item.priority)
+            else:
+                self.add(item.spec)
+            self.stats.standby_starts += 1
+            events.append(StartedEvent(item.gen_id, at))
+        return events
 
     def wake(self) -> None:
         """End the wait of a ``step`` in progress (or the next one) now."""
@@ -572,6 +614,7 @@ class RealtimeSimEngine(SimEngine):
         events: list[EngineEvent] = []
         while end is not None and end <= self.clock.now():
             events += super().step()
+            events += self._start_standby(at=end)  # freed slots refilled from the core's standby list
             self.start_iteration(at=end)  # straight on with what is running
             end = self.in_flight_end()
         return events

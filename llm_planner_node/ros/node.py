@@ -261,7 +261,9 @@ class PlannerNode(LifecycleNode):
         self.coordinator = MissionCoordinator(service, lambda: self.params,
                                               battery_pct=lambda rid: service.vitals.battery(rid, MISSION_VITALS_S),
                                               link_age_s=lambda rid: service.vitals.link_silent_s(rid, MISSION_VITALS_S),
-                                              position=service.poses.fleet_position, goal_ended=self.ports.goal_ended)
+                                              position=service.poses.fleet_position, goal_ended=self.ports.goal_ended,
+                                              last_seen=(service.memory.last_position if service.memory is not None
+                                                         else lambda _t: None))
         service.start()
         pp = params.planner
         self.get_logger().info(f"planner configured: policy={pp.policy}, engine={pp.engine.kind}, "

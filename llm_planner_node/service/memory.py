@@ -165,6 +165,10 @@ class FleetMemory:
                 (name, self._oldest_kept(), limit)).fetchall()
         return [Sighting(r, lab, c, None if x is None else (x, y, z), t, g) for r, lab, c, x, y, z, t, g in rows]
 
+    def last_position(self, label: str) -> tuple[float, float, float] | None:
+        """Where the thing ``label`` names was last seen with a known position (fleet frame), or None."""
+        return next((s.position for s in self.last(label, MAX_RESULTS) if s.position is not None), None)
+
     def labels(self) -> list[str]:
         """Every thing remembered (sightings not past ``max_age_s``), in name order."""
         with self._lock:

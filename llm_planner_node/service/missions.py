@@ -19,9 +19,12 @@ capable robot, at most ``max_reallocations`` times; a goal that ended in a timeo
 silent: whether it stopped is not known) is not moved, so two robots never act on one task at
 once. Any other end is the mission's: its status says what the task's goal did.
 
-Not yet: decomposition into several tasks, answers carried between tasks, a fleet memory, and a
-mission surviving a takeover (its task's goal is journaled and adopted like any goal, but the
-mission is not).
+Where the fleet memory last saw the thing a task looks for is the task's ``near``: among able
+robots, the allocator prefers the one with less travel to it (a remembered position only weighs
+the choice; the robot's plan passes every check a goal's does).
+
+Not yet: decomposition into several tasks, answers carried between tasks, and a mission surviving
+a takeover (its task's goal is journaled and adopted like any goal, but the mission is not).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import re
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Callable, Protocol, Sequence
 
@@ -180,7 +183,9 @@ class MissionCoordinator:
     where it is in the fleet frame (the service's :meth:`.poses.RobotPoses.fleet_position`; None:
     not known), so a robot far from the task's thing pays for its travel; ``goal_ended(goal_id,
     request)``: a task's goal ended (every one, a moved task's first goals too), for the record
-    every goal's end gets (the node publishes it on ``planner/results``). Missions' ends and
+    every goal's end gets (the node publishes it on ``planner/results``); ``last_seen(thing)``: where
+    the fleet memory last saw a thing (:meth:`.memory.FleetMemory.last_position`; None: never, or
+    not where), the task's ``near``. Missions' ends and
     events are called back from the thread that ends their goal (the service's scheduler thread)
     or the caller's; a task moves to its next robot on the coordinator's own worker thread."""
 
@@ -190,12 +195,14 @@ class MissionCoordinator:
                  expected_s: Callable[[RobotParams], float] = lambda _r: 0.0,
                  position: Callable[[str], tuple[float, float, float] | None] = lambda _r: None,
                  goal_ended: Callable[[str, Request], None] = lambda _g, _r: None,
+                 last_seen: Callable[[str], tuple[float, float, float] | None] = lambda _t: None,
                  max_reallocations: int = 2, new_goal_id: Callable[[], str] = lambda: uuid.uuid4().hex) -> None:
         self.service = service
         self._goal_ended = goal_ended
         self._fleet = fleet
         self._battery, self._link, self._expected = battery_pct, link_age_s, expected_s
         self._position = position
+        self._last_seen = last_seen
         self.max_reallocations = max_reallocations
         self._new_goal_id = new_goal_id
         self._lock = threading.Lock()
@@ -209,6 +216,9 @@ class MissionCoordinator:
         if isinstance(need, Rejection):
             mission.finish(MissionStatus.REJECTED, str(need))
             return
+        near = next((p for p in map(self._last_seen, need.perceive) if p is not None), None)
+        if near is not None:  # where the fleet last saw the thing: the nearer robot travels less
+            need = replace(need, near=near)
         mission.task = TaskRun("t1", need)
         with self._lock:
             self._missions[mission_id] = mission

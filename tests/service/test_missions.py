@@ -159,3 +159,19 @@ def test_impossible_and_unavailable_missions_say_why(fleet):
     assert ends[0].status is MissionStatus.IMPOSSIBLE and "sim3 declares nothing it can perceive" in ends[0].message
     _, ends = run(coord, MissionIn("say hello"))
     assert ends[0].status is MissionStatus.REJECTED
+
+
+def test_the_robot_nearest_where_the_fleet_last_saw_the_cat_is_sent(fleet):
+    svc, _ports, _ = fleet
+    where = {"cam1": (0.0, 0.0, 1.0), "cam2": (10.0, 0.0, 1.0)}
+    seen: dict = {}
+    fleet_params = parse_params({"planner": {"engine": {"kind": "sim"}}, "robots": ROBOTS})
+    coord = MissionCoordinator(svc, lambda: fleet_params, position=where.get, last_seen=seen.get)
+    events, ends = run(coord, MissionIn("find the cat"))  # nothing remembered: the first able robot
+    assert wait(lambda: events) and events[0].robot_id == "cam1"
+    coord.cancel("m1")
+    assert wait(lambda: ends and not svc.active_goals())
+    seen["cat"] = (10.0, 1.0, 0.0)  # the fleet saw it beside cam2, 10 m from cam1
+    later: list = []
+    coord.start("m2", MissionIn("find the cat"), later.append, lambda _e: None)
+    assert wait(lambda: later) and later[0].robot_id == "cam2", later[0].text

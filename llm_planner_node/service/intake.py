@@ -269,9 +269,14 @@ class GoalIntake(ServicePart):
         progress; the segments dispatched and not yet reported finished are sent again (the
         robot's sequence numbers keep each one executed once: the adapter answers a segment it
         has with its latest status for it). Posted to the scheduler thread; a goal that cannot be
-        adopted ends with the reason (``on_end(rejection)``)."""
+        adopted ends with the reason (``on_end(rejection)``). The robot is the goal's from the
+        moment it is posted, so the planner renews its lease while the adoption waits its turn
+        (a takeover of a thousand goals takes seconds on the scheduler thread, longer than a
+        robot's lease would wait)."""
         with self._pending_lock:
             self._on_end[entry.goal_id] = on_end
+        if self._params().robot(entry.goal.robot_id) is not None:  # busy with another: _adopt says so
+            self._goals.claim(entry.goal.robot_id, entry.goal_id)
         self._commands.post(AdoptGoal(entry))
 
     def _apply_adopt(self, cmd: AdoptGoal) -> None:
@@ -279,6 +284,7 @@ class GoalIntake(ServicePart):
             on_end = self._on_end.pop(cmd.entry.goal_id)
         why = self._adopt(cmd.entry, on_end)
         if why is not None:
+            self._goals.release(cmd.entry.goal.robot_id, cmd.entry.goal_id)
             self._count(why)
             on_end(why)
 
@@ -293,7 +299,7 @@ class GoalIntake(ServicePart):
                              prompt=list(entry.prompt_token_ids) if entry.prompt_token_ids else None)
         if isinstance(goal, Rejection):
             return goal
-        busy = self._goals.claim(g.robot_id, entry.goal_id)
+        busy = self._goals.claim(g.robot_id, entry.goal_id, again=True)
         if busy is not None:
             return Rejection(RejectReason.ROBOT_BUSY, busy)
         with self._pending_lock:

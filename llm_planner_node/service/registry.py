@@ -74,11 +74,12 @@ class GoalRegistry:
             self.add(entry)
         return entry
 
-    def claim(self, robot_id: str, goal_id: str) -> str | None:
-        """Atomically mark ``robot_id`` busy with ``goal_id``; the busy reason if it already was."""
+    def claim(self, robot_id: str, goal_id: str, *, again: bool = False) -> str | None:
+        """Atomically mark ``robot_id`` busy with ``goal_id``; the busy reason if it already was
+        (``again``: unless with this same goal, which an adoption claimed when it was posted)."""
         with self._busy_lock:
             busy = self.busy.get(robot_id)
-            if busy is not None:
+            if busy is not None and not (again and busy == goal_id):
                 return f"robot '{robot_id}' is still executing goal {busy}; send one plan at a time per robot"
             self.busy[robot_id] = goal_id
             return None

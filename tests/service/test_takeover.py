@@ -154,6 +154,33 @@ def test_a_goal_of_a_robot_this_planner_does_not_have_ends_with_the_reason():
         active.close()
 
 
+def test_a_goal_being_taken_over_holds_its_robot_from_the_moment_it_is_posted():
+    # the planner renews the lease of every robot of active_goals(): a goal still waiting its turn
+    # on the scheduler thread (a takeover of a thousand goals takes seconds) must be among them,
+    # and one that cannot be adopted lets its robot go
+    active, ports_a = service("timelyllm", robots=("d1", "d2"))
+    params = parse_params({"planner": {"engine": {"kind": "scripted"}},
+                           "robots": [{"id": r, "kind": "drone", "adapter": "sim"} for r in ("d1", "d2")]})
+    standby = PlannerService(params, Ports(), engine=RealtimeSimEngine(WallClock()))
+    standby.accepting = True
+    try:
+        assert active.submit(GID, GoalIn("d1", PLAN), lambda _o: None) is None
+        assert active.submit("c" * 32, GoalIn("d2", PLAN), lambda _o: None) is None
+        assert wait(lambda: len(ports_a.sent) >= 2)
+        entries = journal(active)
+        assert standby.submit("e" * 32, GoalIn("d2", PLAN), lambda _o: None) is None  # d2 is busy here
+        ended: dict = {}
+        standby.adopt(entries, lambda gid: (lambda outcome: ended.setdefault(gid, outcome)))
+        assert standby.active_goals() == {"d1": GID, "d2": "e" * 32}  # before the scheduler thread runs
+        standby.start()
+        assert wait(lambda: "c" * 32 in ended)
+        assert "still executing goal" in str(ended["c" * 32])  # d2's own goal stays d2's
+        assert standby.active_goals()["d1"] == GID and standby.active_goals()["d2"] == "e" * 32
+    finally:
+        standby.close()
+        active.close()
+
+
 def _journal(seq: int, entries: list, snapshot: bool = False, ended: tuple[str, ...] = ()) -> SimpleNamespace:
     """A journal of planner 'a' at term 1 as the replica reads one: the fields of PlannerJournal,
     its entries as the JournalGoal messages the wire carries."""

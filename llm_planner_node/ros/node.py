@@ -212,7 +212,6 @@ class PlannerNode(LifecycleNode):
             memory = FleetMemory(path, mp.max_age_s)
         except (sqlite3.Error, OSError, ValueError) as e:
             raise RuntimeError(f"the fleet memory cannot be opened at {path} (planner.memory.path): {e}") from None
-        self.get_logger().info(f"fleet memory: {path} (sightings kept {mp.max_age_s:g} s)")
         return memory
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -266,8 +265,10 @@ class PlannerNode(LifecycleNode):
                                                          else lambda _t: None))
         service.start()
         pp = params.planner
+        where = memory_file(pp.memory, self.get_name()) if self.memory is not None else None
         self.get_logger().info(f"planner configured: policy={pp.policy}, engine={pp.engine.kind}, "
-                               f"robots={', '.join(r.id for r in params.robots)}")
+                               f"robots={', '.join(r.id for r in params.robots)}, fleet memory="
+                               + (f"{where} (sightings kept {pp.memory.max_age_s:g} s)" if where else "off"))
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:

@@ -13,6 +13,7 @@ from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 from llm_planner_node.service.memory import FleetMemory, Sighting, SightingRecorder, answer, found_things
 from llm_planner_node.service.planner_service import DONE, EXECUTING, GoalIn, PlannerService, StatusIn
 from timely_robot.skills import DEFAULT_SKILL_SETS
+from testkit import QuietPorts
 
 TELLO = DEFAULT_SKILL_SETS["tello_minispec"]
 
@@ -91,7 +92,7 @@ def test_an_idle_robots_scene_is_remembered_at_most_once_a_minute_per_thing():
     assert len(mem.last("cat")) == 2
 
 
-class Ports:
+class Ports(QuietPorts):
     def __init__(self):
         self.segments, self.lock = [], threading.Lock()
 
@@ -99,18 +100,6 @@ class Ports:
         with self.lock:
             self.segments.append((goal_id, index, req.segments[index].calls))
         return ("seg", goal_id, index)
-
-    def stop(self, goal_id, robot_id, sequence):
-        return ("stop", goal_id)
-
-    def publish(self, robot_id, msg):
-        pass
-
-    def goal_started(self, goal_id, req):
-        pass
-
-    def log(self, level, text):
-        pass
 
 
 def wait(pred, timeout=15.0):

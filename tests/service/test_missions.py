@@ -15,6 +15,7 @@ from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 from llm_planner_node.service.missions import MissionCoordinator, MissionIn, MissionStatus, mission_need, parse_selector
 from llm_planner_node.service.planner_service import DONE, EXECUTING, FAILED, PlannerService, StatusIn
 from timely_robot.outcomes import RejectReason, Rejection
+from testkit import QuietPorts
 
 ROBOTS = [{"id": "cam1", "kind": "drone", "adapter": "tello-sim"},  # COCO detector: can perceive a cat
           {"id": "cam2", "kind": "drone", "adapter": "tello-sim"},
@@ -24,7 +25,7 @@ ROBOTS = [{"id": "cam1", "kind": "drone", "adapter": "tello-sim"},  # COCO detec
            "perception": {"source": "topic", "topic": "/base1/detections", "classes": ["person", "box"]}}]
 
 
-class Ports:
+class Ports(QuietPorts):
     def __init__(self):
         self.segments, self.lock = [], threading.Lock()
 
@@ -32,18 +33,6 @@ class Ports:
         with self.lock:
             self.segments.append((goal_id, req.goal.robot_id, index, final))
         return ("seg", goal_id, index)
-
-    def stop(self, goal_id, robot_id, sequence):
-        return ("stop", goal_id)
-
-    def publish(self, robot_id, msg):
-        pass
-
-    def goal_started(self, goal_id, req):
-        pass
-
-    def log(self, level, text):
-        pass
 
 
 @pytest.fixture

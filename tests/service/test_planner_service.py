@@ -16,9 +16,10 @@ from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 from llm_planner_node.config.params import parse_params
 from llm_planner_node.service.planner_service import (CANCELLED, DONE, EXECUTING, FAILED, GoalIn, PlannerService,
                                               StatusIn)
+from testkit import QuietPorts
 
 
-class Ports:
+class Ports(QuietPorts):
     def __init__(self):
         self.segments, self.stops, self.logs = [], [], []
 
@@ -29,12 +30,6 @@ class Ports:
     def stop(self, goal_id, robot_id, sequence):
         self.stops.append((goal_id, robot_id, sequence))
         return ("stop", goal_id)
-
-    def publish(self, robot_id, msg):
-        pass
-
-    def goal_started(self, goal_id, req):
-        pass
 
     def log(self, level, text):
         self.logs.append((level, text))

@@ -15,6 +15,7 @@ from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 from llm_planner_node.service.planner_service import EXECUTING, PlannerService, StatusIn
 from llm_planner_node.service.poses import RobotPoses
 from timely_robot.config import Origin
+from testkit import QuietPorts
 
 ROBOTS = [{"id": "d1", "kind": "drone", "adapter": "sim", "origin": {"x": 10.0, "y": 5.0, "z": 2.0, "yaw_deg": 90}},
           {"id": "d2", "kind": "drone", "adapter": "sim"},
@@ -95,21 +96,6 @@ def test_a_chat_robot_has_no_origin():
         fleet([{"id": "c1", "kind": "chat", "origin": {"x": 1}}])
 
 
-class Ports:
-    def segment(self, goal_id, req, index, final, feedback=True):
-        return ("seg", goal_id, index)
-
-    def stop(self, goal_id, robot_id, sequence):
-        return ("stop", goal_id)
-
-    def publish(self, robot_id, msg):
-        pass
-
-    def goal_started(self, goal_id, req):
-        pass
-
-    def log(self, level, text):
-        pass
 
 
 def test_the_service_places_robots_from_their_statuses_and_idle_reports():
@@ -117,7 +103,7 @@ def test_the_service_places_robots_from_their_statuses_and_idle_reports():
     params = fleet([{"id": "d1", "kind": "sim", "origin": {"x": 10.0, "y": 5.0, "z": 2.0, "yaw_deg": 90}},
                     {"id": "d2", "kind": "sim"}, ROBOTS[4]])
     poses = RobotPoses(params)
-    svc = PlannerService(params, Ports(), engine=RealtimeSimEngine(WallClock()), poses=poses)
+    svc = PlannerService(params, QuietPorts(), engine=RealtimeSimEngine(WallClock()), poses=poses)
     try:
         assert svc.poses is poses
         assert svc.on_status(StatusIn("d1", "a" * 32, 0, EXECUTING, pose=(1.0, 0.0, 0.0, 0.0), received=5.0))

@@ -17,31 +17,20 @@ from llm_planner_node.core.task_model import EndKind
 from llm_planner_node.engines.sim_engine import RealtimeSimEngine
 from llm_planner_node.service.planner_service import DONE, EXECUTING, GoalIn, PlannerService, StatusIn
 from tests.service.test_planner_service import wait
+from testkit import QuietPorts
 
 PLAN = "tc,90;mf,50;tc,90;mf,50;"
 SEGMENTS = ["tc,90;", "mf,50;", "tc,90;", "mf,50;"]
 GID = "b" * 32
 
 
-class Ports:
+class Ports(QuietPorts):
     def __init__(self):
         self.sent = []  # (index, text, feedback)
 
     def segment(self, goal_id, req, index, final, feedback=True):
         self.sent.append((req.seq_base + index, req.segments[index].text, feedback))
         return ("seg", goal_id, index)
-
-    def stop(self, goal_id, robot_id, sequence):
-        return ("stop", goal_id)
-
-    def publish(self, robot_id, msg):
-        pass
-
-    def goal_started(self, goal_id, req):
-        pass
-
-    def log(self, level, text):
-        pass
 
 
 def service(policy: str, robots: tuple[str, ...] = ("d1",)) -> tuple[PlannerService, Ports]:

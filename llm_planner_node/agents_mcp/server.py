@@ -380,20 +380,26 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
                     return True
                 if until_admitted and (ag.admitted or ag.feedback):
                     return False
-                now = time.monotonic()
-                remaining = deadline - now
-                if remaining <= 0:
+                if not await next_wake(event, deadline, gone, f"goal {ag.goal_id[:8]} ran on robot '{ag.robot_id}'"):
                     return False
-                if gone.gone(now):  # a planner killed without a goodbye: say so, do not wait timeout_s
-                    raise ToolError(f"the planner stopped while goal {ag.goal_id[:8]} ran on robot '{ag.robot_id}': "
-                                    f"its action server in {bridge.where()} disappeared; the robot's adapter stops "
-                                    "the robot when the planner's lease runs out")
-                try:
-                    await asyncio.wait_for(event.wait(), min(remaining, POLL_S))
-                except asyncio.TimeoutError:
-                    pass
         finally:
             unwatch()
+
+    async def next_wake(event: asyncio.Event, deadline: float, gone: GoneCheck, what: str) -> bool:
+        """Wait for ``event`` (at most POLL_S); False once ``deadline`` has passed. A planner killed
+        without a goodbye is said at once (ToolError), not waited out."""
+        now = time.monotonic()
+        remaining = deadline - now
+        if remaining <= 0:
+            return False
+        if gone.gone(now):
+            raise ToolError(f"the planner stopped while {what}: its action server in {bridge.where()} "
+                            "disappeared; the robot's adapter stops the robot when the planner's lease runs out")
+        try:
+            await asyncio.wait_for(event.wait(), min(remaining, POLL_S))
+        except asyncio.TimeoutError:
+            pass
+        return True
 
     def progress_text(ag: AgentGoal, fb: Any) -> str:
         if is_approval_notice(fb):
@@ -508,18 +514,8 @@ def build_server(bridge: FleetBridge, params: Any, params_path: str, *, tokens: 
                     await ctx.report_progress(sent, None, mission_progress_text(fb))
                 if am.done:
                     return True
-                now = time.monotonic()
-                remaining = deadline - now
-                if remaining <= 0:
+                if not await next_wake(event, deadline, gone, f"mission {am.mission_id[:8]} ran"):
                     return False
-                if gone.gone(now):
-                    raise ToolError(f"the planner stopped while mission {am.mission_id[:8]} ran: its action server "
-                                    f"in {bridge.where()} disappeared; the robot's adapter stops the robot when the "
-                                    "planner's lease runs out")
-                try:
-                    await asyncio.wait_for(event.wait(), min(remaining, POLL_S))
-                except asyncio.TimeoutError:
-                    pass
         finally:
             unwatch()
 
